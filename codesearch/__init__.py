@@ -1,0 +1,37 @@
+"""codesearch: find code by meaning and by keyword in a local repository."""
+
+from __future__ import annotations
+
+from codesearch.chunking import BACKEND as CHUNKER_BACKEND
+from codesearch.chunking import Chunk, ChunkParams, chunk_text
+from codesearch.exceptions import (
+    CodeSearchError,
+    EmptyRepositoryError,
+    ExportError,
+    IndexCorruptError,
+    IndexLockedError,
+    IndexNotFoundError,
+    ModelMismatchError,
+    ModelNotAvailableError,
+    NotFittedError,
+    RootNotFoundError,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CHUNKER_BACKEND",
+    "Chunk",
+    "ChunkParams",
+    "chunk_text",
+    "CodeSearchError",
+    "EmptyRepositoryError",
+    "ExportError",
+    "IndexCorruptError",
+    "IndexLockedError",
+    "IndexNotFoundError",
+    "ModelMismatchError",
+    "ModelNotAvailableError",
+    "NotFittedError",
+    "RootNotFoundError",
+]

@@ -1,0 +1,91 @@
+"""Cut a file's text into line-bounded chunks reported as ``path:start-end``.
+
+The work is done by one of two twins with the same API: the Cython extension
+``codesearch._chunker`` (fast) or the pure-Python ``codesearch._chunker_py``
+(reference). Importing this module picks the extension and falls back to the
+twin with a warning if it was not built; ``CODESEARCH_PUREPYTHON=1`` forces the
+twin. :data:`BACKEND` says which one is in use.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from dataclasses import dataclass
+
+if os.environ.get("CODESEARCH_PUREPYTHON") == "1":
+    from codesearch._chunker_py import chunk_lines, split_lines
+
+    BACKEND = "python"
+else:
+    try:
+        from codesearch._chunker import chunk_lines, split_lines  # type: ignore[no-redef]
+
+        BACKEND = "cython"
+    except ImportError:  # pragma: no cover - depends on how the package was built
+        warnings.warn(
+            "codesearch: the Cython chunker is not built; using the slower pure-Python twin "
+            "(reinstall with a C compiler and Cython to get it)",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        from codesearch._chunker_py import chunk_lines, split_lines
+
+        BACKEND = "python"
+
+TARGET_TOKENS = 700
+OVERLAP_TOKENS = 80
+CHARS_PER_TOKEN = 4
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkParams:
+    """Sizes of the line-window chunker, in (approximate) model tokens."""
+
+    target_tokens: int = TARGET_TOKENS
+    overlap_tokens: int = OVERLAP_TOKENS
+    chars_per_token: int = CHARS_PER_TOKEN
+
+    def __post_init__(self) -> None:
+        if self.target_tokens < 1 or self.chars_per_token < 1 or self.overlap_tokens < 0:
+            raise ValueError(f"invalid chunk parameters: {self}")
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """A run of whole lines of one file.
+
+    Attributes:
+        path: the file's path relative to the scanned root, with ``/`` separators.
+        start_line: first line, 1-based, as an editor numbers it.
+        end_line: last line, inclusive.
+        text: the lines joined by ``"\\n"``.
+        symbols: names of the definitions this chunk holds, when known.
+    """
+
+    path: str
+    start_line: int
+    end_line: int
+    text: str
+    symbols: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.start_line}-{self.end_line}"
+
+
+def chunk_text(path: str, text: str, params: ChunkParams = ChunkParams()) -> list[Chunk]:
+    """Cut one file's text into :class:`Chunk` objects.
+
+    Returns:
+        The chunks in file order; whitespace-only windows are left out, so an
+        empty or blank file gives none.
+    """
+    return [
+        Chunk(path, start, end, body)
+        for start, end, body in chunk_lines(
+            text, params.target_tokens, params.overlap_tokens, params.chars_per_token
+        )
+    ]
+
+
+__all__ = ["BACKEND", "Chunk", "ChunkParams", "chunk_lines", "chunk_text", "split_lines"]

@@ -1,0 +1,64 @@
+"""Every error codesearch raises on purpose.
+
+All of them derive from :class:`CodeSearchError`, so a caller can catch the
+library's errors in one place; several also inherit the built-in exception they
+resemble (as scikit-learn's ``NotFittedError`` does), so existing ``except``
+clauses keep working. The CLI turns any of them into one line on stderr and
+exit code 2.
+"""
+
+from __future__ import annotations
+
+
+class CodeSearchError(Exception):
+    """Base class for every error raised by codesearch."""
+
+
+class RootNotFoundError(CodeSearchError, FileNotFoundError):
+    """The folder to scan or index does not exist or is not a directory."""
+
+
+class EmptyRepositoryError(CodeSearchError, ValueError):
+    """The folder holds no file that can be indexed."""
+
+
+class NotFittedError(CodeSearchError, ValueError, AttributeError):
+    """An estimator was used before ``fit`` was called."""
+
+
+class ModelNotAvailableError(CodeSearchError):
+    """An embedding model cannot be loaded here (offline, missing files, bad name)."""
+
+
+class ExportError(CodeSearchError):
+    """Exporting a model to ONNX failed or needs a missing optional dependency."""
+
+
+class ModelMismatchError(CodeSearchError):
+    """A query would be embedded by a different model than the one that built the index."""
+
+
+class IndexNotFoundError(CodeSearchError, FileNotFoundError):
+    """No index exists yet at the given location."""
+
+
+class IndexCorruptError(CodeSearchError):
+    """An index file is damaged, truncated or from an unknown format version."""
+
+
+class IndexLockedError(CodeSearchError, TimeoutError):
+    """Another process holds the index's write lock."""
+
+
+__all__ = [
+    "CodeSearchError",
+    "RootNotFoundError",
+    "EmptyRepositoryError",
+    "NotFittedError",
+    "ModelNotAvailableError",
+    "ExportError",
+    "ModelMismatchError",
+    "IndexNotFoundError",
+    "IndexCorruptError",
+    "IndexLockedError",
+]

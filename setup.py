@@ -1,0 +1,56 @@
+"""Build the Cython line chunker.
+
+The extension is optional at run time (``codesearch.chunking`` falls back to the
+pure-Python twin), so a compile failure only warns -- except in CI or when
+``CODESEARCH_REQUIRE_EXTENSION=1``, where it fails the build, so a broken
+extension can never hide behind the fallback.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+
+def _extension_required() -> bool:
+    return bool(os.environ.get("CI")) or os.environ.get("CODESEARCH_REQUIRE_EXTENSION") == "1"
+
+
+class OptionalBuildExt(build_ext):
+    """build_ext that warns instead of failing when the compiler is missing."""
+
+    def run(self) -> None:
+        try:
+            super().run()
+        except Exception as exc:  # noqa: BLE001 - any compiler/toolchain failure
+            if _extension_required():
+                raise
+            warnings.warn(f"codesearch: Cython chunker not built ({exc}); the pure-Python twin will be used")
+
+    def build_extension(self, ext: Extension) -> None:
+        try:
+            super().build_extension(ext)
+        except Exception as exc:  # noqa: BLE001
+            if _extension_required():
+                raise
+            warnings.warn(f"codesearch: building {ext.name} failed ({exc}); the pure-Python twin will be used")
+
+
+def _extensions() -> list[Extension]:
+    try:
+        from Cython.Build import cythonize
+    except ImportError:
+        if _extension_required():
+            raise
+        warnings.warn("codesearch: Cython is not installed; the pure-Python chunker will be used")
+        return []
+    return cythonize(
+        [Extension("codesearch._chunker", ["codesearch/_chunker.pyx"])],
+        compiler_directives={"language_level": "3", "boundscheck": False, "wraparound": False},
+    )
+
+
+setup(ext_modules=_extensions(), cmdclass={"build_ext": OptionalBuildExt})
