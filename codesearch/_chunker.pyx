@@ -77,8 +77,8 @@ def split_lines(str text):
     """Split ``text`` into lines the way an editor numbers them (see the pure twin)."""
     if not text:
         return []
-    lines = _normalise(text).split("\n")
-    if lines[-1] == "":
+    cdef list lines = _normalise(text).split("\n")
+    if not lines[len(lines) - 1]:  # negative indexing is off (wraparound=False)
         lines.pop()
     return lines
 

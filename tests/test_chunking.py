@@ -1,0 +1,175 @@
+"""The line chunker: properties over generated texts, edge cases, and Cython == pure."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import subprocess
+import sys
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from codesearch import _chunker_py
+from codesearch.chunking import BACKEND, Chunk, ChunkParams, chunk_lines, chunk_text, split_lines
+
+try:
+    from codesearch import _chunker as _chunker_c
+except ImportError:  # pragma: no cover - only when the extension was not built
+    _chunker_c = None
+
+needs_extension = pytest.mark.skipif(
+    _chunker_c is None and not os.environ.get("CI"), reason="Cython extension not built"
+)
+
+# Lines of varied length (some far over the budget), blank and whitespace-only
+# lines, and every line terminator an editor knows.
+_line = st.one_of(
+    st.text(alphabet=st.characters(blacklist_characters="\r\n"), max_size=40),
+    st.text(alphabet=" \t", max_size=5),
+    st.text(alphabet="abc xyz_()", min_size=50, max_size=400),
+)
+_texts = st.builds(
+    lambda lines, seps, tail: "".join(line + sep for line, sep in zip(lines, seps)) + tail,
+    st.lists(_line, max_size=60),
+    st.lists(st.sampled_from(["\n", "\r\n", "\r"]), min_size=60, max_size=60),
+    st.sampled_from(["", "tail", "  "]),
+)
+_params = st.tuples(st.integers(1, 60), st.integers(0, 30), st.integers(1, 5))
+
+
+def _check_properties(text: str, target: int, overlap: int, cpt: int) -> None:
+    lines = split_lines(text)
+    chunks = chunk_lines(text, target, overlap, cpt)
+    previous_start = 0
+    covered: set[int] = set()
+    for start, end, body in chunks:
+        assert 1 <= start <= end <= len(lines)
+        assert start > previous_start, "starts must strictly increase"
+        assert body == "\n".join(lines[start - 1 : end])
+        assert body.strip(), "whitespace-only windows are not emitted"
+        # A window stops adding lines as soon as it reaches the budget.
+        assert sum(len(line) + 1 for line in lines[start - 1 : end - 1]) < target * cpt
+        covered.update(range(start, end + 1))
+        previous_start = start
+    for number, line in enumerate(lines, start=1):
+        if line.strip():
+            assert number in covered, f"line {number} is not in any chunk"
+    for (s1, e1, _), (s2, _e2, _) in zip(chunks, chunks[1:]):
+        if s2 <= e1:
+            # Overlap covers at most the overlap budget plus the one line that crossed it.
+            shared = lines[s2 - 1 : e1]
+            assert sum(len(line) + 1 for line in shared[1:]) < max(overlap * cpt, 1)
+            assert s2 > s1
+
+
+@settings(max_examples=10_000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=_texts, params=_params)
+def test_chunk_properties_and_twins_agree(text: str, params: tuple[int, int, int]) -> None:
+    target, overlap, cpt = params
+    _check_properties(text, target, overlap, cpt)
+    expected = _chunker_py.chunk_lines(text, target, overlap, cpt)
+    assert chunk_lines(text, target, overlap, cpt) == expected
+    if _chunker_c is not None:
+        assert _chunker_c.chunk_lines(text, target, overlap, cpt) == expected
+        assert _chunker_c.split_lines(text) == _chunker_py.split_lines(text)
+
+
+@settings(max_examples=500, deadline=None)
+@given(text=st.text())
+def test_twins_agree_on_any_unicode(text: str) -> None:
+    expected = _chunker_py.chunk_lines(text, 3, 1, 2)
+    if _chunker_c is not None:
+        assert _chunker_c.chunk_lines(text, 3, 1, 2) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "lines"),
+    [
+        ("", []),
+        ("a", ["a"]),
+        ("a\n", ["a"]),
+        ("a\nb", ["a", "b"]),
+        ("a\r\nb\r\n", ["a", "b"]),
+        ("a\rb\r", ["a", "b"]),
+        ("a\n\nb\n\n", ["a", "", "b", ""]),
+        ("a\x0cb\u2028c\x85d", ["a\x0cb\u2028c\x85d"]),  # editors do not break on these
+    ],
+)
+def test_split_lines_like_an_editor(text: str, lines: list[str]) -> None:
+    assert split_lines(text) == lines
+    assert _chunker_py.split_lines(text) == lines
+
+
+def test_crlf_gives_same_chunks_as_lf() -> None:
+    lf = "".join(f"line {i} {'x' * (i % 70)}\n" for i in range(400))
+    crlf = lf.replace("\n", "\r\n")
+    assert chunk_lines(crlf) == chunk_lines(lf)
+    assert all("\r" not in body for _, _, body in chunk_lines(crlf))
+
+
+def test_no_final_newline_keeps_last_line() -> None:
+    text = "first\nsecond\nlast line without newline"
+    assert chunk_lines(text) == [(1, 3, text)]
+
+
+def test_single_200kb_line_does_not_loop() -> None:
+    line = "x" * 200_000
+    assert chunk_lines(line) == [(1, 1, line)]
+    text = f"a\n{line}\nb\n{line}\nc"
+    chunks = chunk_lines(text)
+    assert [(s, e) for s, e, _ in chunks] == [(1, 2), (2, 2), (3, 4), (4, 4), (5, 5)]
+
+
+@pytest.mark.parametrize("text", ["", "\n", "   \n\t\n", "\r\n\r\n"])
+def test_empty_and_whitespace_files_give_no_chunks(text: str) -> None:
+    assert chunk_lines(text) == []
+    assert chunk_text("a.py", text) == []
+
+
+def test_published_window_sizes() -> None:
+    # 100 lines of 39 chars cost 40 each: a window takes 70 lines (2,800 chars),
+    # steps back 8 lines (320 chars of overlap) and starts again at line 63.
+    text = "\n".join("y" * 39 for _ in range(100))
+    assert [(s, e) for s, e, _ in chunk_lines(text)] == [(1, 70), (63, 100)]
+
+
+def test_bad_parameters_raise() -> None:
+    with pytest.raises(ValueError, match="target_tokens"):
+        chunk_lines("a", 0)
+    with pytest.raises(ValueError):
+        ChunkParams(overlap_tokens=-1)
+
+
+def test_chunk_reports_path_and_range() -> None:
+    (chunk,) = chunk_text("src/app.py", "def f():\n    return 1\n")
+    assert chunk == Chunk("src/app.py", 1, 2, "def f():\n    return 1")
+    assert str(chunk) == "src/app.py:1-2"
+
+
+@needs_extension
+def test_extension_is_used_unless_pure_python_forced() -> None:
+    expected = "python" if os.environ.get("CODESEARCH_PUREPYTHON") == "1" else "cython"
+    assert BACKEND == expected
+
+
+def test_pure_python_can_be_forced() -> None:
+    code = "import codesearch.chunking as c; print(c.BACKEND, c.chunk_lines.__module__)"
+    env = {**os.environ, "CODESEARCH_PUREPYTHON": "1"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["python", "codesearch._chunker_py"]
+
+
+def test_missing_extension_falls_back_with_warning(monkeypatch: pytest.MonkeyPatch) -> None:
+    import codesearch.chunking as chunking
+
+    monkeypatch.delenv("CODESEARCH_PUREPYTHON", raising=False)
+    monkeypatch.setitem(sys.modules, "codesearch._chunker", None)  # makes the import fail
+    try:
+        with pytest.warns(RuntimeWarning, match="pure-Python twin"):
+            reloaded = importlib.reload(chunking)
+        assert reloaded.BACKEND == "python"
+    finally:
+        monkeypatch.undo()
+        importlib.reload(chunking)
