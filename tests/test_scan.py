@@ -1,0 +1,202 @@
+"""The scanner: skip rules in order, ignore files, encodings, links and unreadable files."""
+
+from __future__ import annotations
+
+import builtins
+import codecs
+import os
+from pathlib import Path
+
+import pytest
+
+from codesearch.chunking import chunk_text
+from codesearch.exceptions import RootNotFoundError
+from codesearch.scan import MAX_FILE_BYTES, SkipReason, decode_bytes, scan
+
+
+def _write(root: Path, rel: str, data: bytes | str) -> Path:
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(data, str):
+        path.write_text(data, encoding="utf-8")
+    else:
+        path.write_bytes(data)
+    return path
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    root = tmp_path / "repo"
+    _write(root, "src/app.py", "def main():\n    return 1\n")
+    _write(root, "src/util/helpers.py", "X = 1\n")
+    _write(root, "README.md", "# hello\n")
+    _write(root, "node_modules/pkg/index.js", "module.exports = 1\n")
+    _write(root, ".git/HEAD", "ref: refs/heads/main\n")
+    _write(root, "build/out.py", "generated = True\n")
+    _write(root, "package-lock.json", "{}\n")
+    _write(root, "poetry.lock", "x\n")
+    _write(root, "weird.lock", "x\n")
+    _write(root, "logo.svg", "<svg></svg>\n")
+    _write(root, "logo.png", b"\x89PNG\r\n\x1a\n" + b"\0" * 100)
+    _write(root, "data.bin.txt", b"abc\0def")
+    _write(root, "huge.txt", b"a" * (MAX_FILE_BYTES + 1))
+    _write(root, "edge.txt", b"a" * MAX_FILE_BYTES)
+    return root
+
+
+def _paths(result) -> list[str]:
+    return [f.path for f in result.files]
+
+
+def test_rules_and_reasons(tree: Path) -> None:
+    result = scan(tree)
+    assert _paths(result) == ["README.md", "edge.txt", "src/app.py", "src/util/helpers.py"]
+    assert dict(result.skipped) == {
+        SkipReason.SKIPPED_DIR: 3,  # .git, build, node_modules: pruned, their files never seen
+        SkipReason.LOCKFILE: 3,
+        SkipReason.EXCLUDED_EXTENSION: 1,
+        SkipReason.BINARY: 2,  # logo.png by extension, data.bin.txt by its NUL byte
+        SkipReason.TOO_LARGE: 1,
+    }
+    assert result.files_seen == 4 + 3 + 1 + 2 + 1
+    assert result.bytes == sum((tree / p).stat().st_size for p in _paths(result))
+    reasons = dict(result.skipped_paths)
+    assert reasons["huge.txt"] == SkipReason.TOO_LARGE
+    assert reasons["data.bin.txt"] == SkipReason.BINARY
+
+
+def test_rule_order_extension_before_size_before_nul(tmp_path: Path) -> None:
+    _write(tmp_path, "big.svg", b"\0" * (MAX_FILE_BYTES + 10))
+    _write(tmp_path, "big.txt", b"\0" * (MAX_FILE_BYTES + 10))
+    _write(tmp_path, "yarn.lock", b"\0" * (MAX_FILE_BYTES + 10))
+    reasons = dict(scan(tmp_path).skipped_paths)
+    assert reasons == {
+        "big.svg": SkipReason.EXCLUDED_EXTENSION,
+        "big.txt": SkipReason.TOO_LARGE,
+        "yarn.lock": SkipReason.LOCKFILE,
+    }
+
+
+def test_nested_gitignore_and_codesearchignore(tmp_path: Path) -> None:
+    _write(tmp_path, ".gitignore", "*.log\nsecret/\n")
+    _write(tmp_path, "a.log", "x\n")
+    _write(tmp_path, "secret/key.py", "KEY = 1\n")
+    _write(tmp_path, "pkg/.gitignore", "!keep.log\ngenerated_*.py\n")
+    _write(tmp_path, "pkg/keep.log", "kept\n")
+    _write(tmp_path, "pkg/other.log", "x\n")
+    _write(tmp_path, "pkg/generated_models.py", "x = 1\n")
+    _write(tmp_path, "generated_top.py", "x = 1\n")  # the nested rule does not reach up
+    _write(tmp_path, ".codesearchignore", "fixtures/\n")
+    _write(tmp_path, "fixtures/big.py", "x = 1\n")
+    _write(tmp_path, "main.py", "x = 1\n")
+
+    on = scan(tmp_path)
+    assert _paths(on) == [".codesearchignore", ".gitignore", "generated_top.py", "main.py",
+                          "pkg/.gitignore", "pkg/keep.log"]
+    assert on.skipped[SkipReason.IGNORED] == 5  # a.log, secret/, pkg/other.log, generated_models, fixtures/
+
+    off = scan(tmp_path, use_ignore_files=False)
+    assert "secret/key.py" in _paths(off) and "fixtures/big.py" in _paths(off)
+    assert SkipReason.IGNORED not in off.skipped
+
+
+def test_walk_is_sorted_and_deterministic(tree: Path) -> None:
+    first, second = scan(tree), scan(tree)
+    assert _paths(first) == sorted(_paths(first)) == _paths(second)
+    assert first.skipped_paths == second.skipped_paths
+
+
+@pytest.mark.parametrize(
+    ("data", "text", "encoding"),
+    [
+        (b"plain\n", "plain\n", "utf-8"),
+        (codecs.BOM_UTF8 + b"with bom\n", "with bom\n", "utf-8-sig"),
+        ("utf16 é\n".encode("utf-16"), "utf16 é\n", "utf-16"),
+        (codecs.BOM_UTF16_BE + "be\n".encode("utf-16-be"), "be\n", "utf-16"),
+        ("utf32\n".encode("utf-32"), "utf32\n", "utf-32"),
+        (b"bad \xff\xfe byte\n", "bad \ufffd\ufffd byte\n", "utf-8"),
+    ],
+)
+def test_decoding(data: bytes, text: str, encoding: str) -> None:
+    assert decode_bytes(data) == (text, encoding)
+
+
+def test_utf16_file_is_indexed_with_editor_line_numbers(tmp_path: Path) -> None:
+    body = "first\r\nsecond\r\n\r\ndef target():\r\n    pass\r\n"
+    _write(tmp_path, "win.py", body.encode("utf-16"))
+    _write(tmp_path, "bom8.py", codecs.BOM_UTF8 + body.encode("utf-8"))
+    _write(tmp_path, "mac.py", body.replace("\r\n", "\r").encode())
+    result = scan(tmp_path)
+    assert SkipReason.BINARY not in result.skipped
+    for source in result.files:
+        (chunk,) = chunk_text(source.path, source.text)
+        assert (chunk.start_line, chunk.end_line) == (1, 5)
+        assert chunk.text.splitlines()[3] == "def target():"
+        assert not chunk.text.startswith("\ufeff")
+
+
+def test_symlinks_not_followed_by_default(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    _write(root, "real/mod.py", "x = 1\n")
+    _write(tmp_path, "outside/secret.py", "SECRET = 1\n")
+    os.symlink(root / "real", root / "alias")
+    os.symlink(tmp_path / "outside", root / "escape")
+    os.symlink(tmp_path / "outside/secret.py", root / "secret_link.py")
+    result = scan(root)
+    assert _paths(result) == ["real/mod.py"]
+    assert result.skipped[SkipReason.SYMLINK] == 3
+
+
+def test_followed_links_stay_inside_root_and_loops_end(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    _write(root, "real/mod.py", "x = 1\n")
+    _write(tmp_path, "outside/secret.py", "SECRET = 1\n")
+    os.symlink(root / "real", root / "alias")
+    os.symlink(root, root / "real" / "loop")  # real/loop -> root: a cycle
+    os.symlink(tmp_path / "outside", root / "escape")
+    os.symlink(tmp_path / "outside/secret.py", root / "secret_link.py")
+    result = scan(root, follow_symlinks=True)
+    assert all("secret" not in f.text.lower() for f in result.files)
+    assert result.skipped[SkipReason.OUTSIDE_ROOT] == 2
+    assert result.skipped[SkipReason.SYMLINK_LOOP] >= 1
+    assert "real/mod.py" in _paths(result) and "alias/mod.py" in _paths(result)
+
+
+def test_unreadable_and_vanished_files_are_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _write(tmp_path, "ok.py", "x = 1\n")
+    _write(tmp_path, "locked.py", "x = 2\n")
+    _write(tmp_path, "gone.py", "x = 3\n")
+    real_open = builtins.open
+
+    def fake_open(file, *args, **kwargs):  # type: ignore[no-untyped-def]
+        name = os.fspath(file)
+        if name.endswith("locked.py"):
+            raise PermissionError(13, "Permission denied", name)
+        if name.endswith("gone.py"):
+            os.unlink(name)  # vanishes between listing and reading
+        return real_open(file, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", fake_open)
+    result = scan(tmp_path)
+    assert _paths(result) == ["ok.py"]
+    assert result.skipped[SkipReason.UNREADABLE] == 2
+
+
+def test_missing_root_and_file_root(tmp_path: Path) -> None:
+    with pytest.raises(RootNotFoundError, match="does not exist"):
+        scan(tmp_path / "nope")
+    _write(tmp_path, "file.py", "x\n")
+    with pytest.raises(RootNotFoundError, match="not a directory"):
+        scan(tmp_path / "file.py")
+
+
+def test_requests_v2_32_3_exactly(requests_corpus: Path) -> None:
+    for use_ignore_files in (True, False):
+        result = scan(requests_corpus, use_ignore_files=use_ignore_files)
+        assert result.files_seen == 129
+        assert len(result.files) == 117
+        assert result.bytes == 625_261
+        assert result.skipped[SkipReason.BINARY] == 10
+        assert result.skipped[SkipReason.TOO_LARGE] == 1
+        assert result.skipped[SkipReason.EXCLUDED_EXTENSION] == 1
+        assert sum(len(chunk_text(f.path, f.text)) for f in result.files) == 318
