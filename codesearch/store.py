@@ -1,0 +1,630 @@
+"""The on-disk index: checksummed generations committed by an atomic rename.
+
+Layout of an index directory::
+
+    DIR/
+      LOCK                  the write lock (flock / msvcrt); holds the writer's pid
+      CURRENT               names the live generation and its manifest's sha256,
+                            followed by a sha256 of those lines
+      gen-<n>/              one committed generation, never changed after commit
+        manifest.json       format version, the caller's manifest, and the size
+                            and sha256 of every other file of the generation
+        chunks.json         chunk metadata
+        <name>.npy          one array per file, written and read without pickle
+      gen-<n>.tmp-<pid>-<r>/  a generation being written (only a crashed writer
+                            leaves one behind; the next writer deletes it)
+
+A commit writes a new ``gen-<n>`` under a temporary name, fsyncs every file and
+the folder, renames it into place, then replaces ``CURRENT`` the same way
+(temp file, fsync, ``os.replace``, fsync of ``DIR``). A crash at any point
+leaves ``CURRENT`` naming either the old or the new generation, both complete.
+Generations are numbered upwards and never reused, so a name in ``CURRENT``
+always means the same bytes.
+
+Readers take no lock. A reader whose generation is deleted under it by a
+writer's clean-up sees ``CURRENT`` change and starts again; a check that fails
+while ``CURRENT`` stays the same is real damage and raises
+:class:`~codesearch.exceptions.IndexCorruptError`. Nothing here uses pickle:
+metadata is JSON and arrays are ``.npy`` loaded with ``allow_pickle=False``.
+Crash safety and locking are tested on POSIX; on Windows the lock uses
+``msvcrt`` and clean-up of files a reader holds open is retried on the next save.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import re
+import secrets
+import shutil
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+import platformdirs
+
+from codesearch.exceptions import IndexCorruptError, IndexLockedError, IndexNotFoundError
+
+if sys.platform == "win32":  # pragma: no cover - exercised only on Windows
+    import msvcrt
+else:
+    import fcntl
+
+FORMAT_VERSION = 1
+"""Version of the on-disk layout; an index written by another version is not read."""
+
+CACHE_DIR_ENV = "CODESEARCH_CACHE_DIR"
+
+_MAGIC = "codesearch-index"
+_CURRENT = "CURRENT"
+_LOCK = "LOCK"
+_MANIFEST = "manifest.json"
+_CHUNKS = "chunks.json"
+_GEN_RE = re.compile(r"gen-([0-9]+)")
+_TMP_GEN_RE = re.compile(r"gen-([0-9]+)\.tmp-.+")
+_TMP_CURRENT_PREFIX = "CURRENT.tmp-"
+_ARRAY_NAME_RE = re.compile(r"[a-z0-9_]+")
+_SHA256_RE = re.compile(r"[0-9a-f]{64}")
+# Kinds of dtype np.save writes without pickle: bool, ints, floats, complex,
+# timedelta, datetime, fixed-width str/bytes and structured/void.
+_PLAIN_DTYPE_KINDS = frozenset("biufcmMUSV")
+_READ_ATTEMPTS = 50
+_LOCK_POLL_S = 0.02
+_WIN_LOCK_OFFSET = 1 << 30  # lock a byte far past the pid so readers can still read it
+_FIX = "re-run `codesearch index` to rebuild it (or delete {dir})"
+
+
+def default_index_dir(root: str | os.PathLike[str]) -> Path:
+    """Where the index of ``root`` lives unless ``--index-dir`` says otherwise.
+
+    The folder is ``<cache>/indexes/<basename>-<sha256 of the absolute root>[:16]``,
+    where ``<cache>`` is ``$CODESEARCH_CACHE_DIR`` if set, else the user cache
+    folder for ``codesearch``.
+
+    Returns:
+        The folder's path; it is not created.
+    """
+    resolved = Path(root).expanduser().resolve()
+    digest = hashlib.sha256(str(resolved).encode("utf-8", "surrogateescape")).hexdigest()[:16]
+    basename = re.sub(r"[^A-Za-z0-9._-]+", "_", resolved.name).strip("._")[:40] or "root"
+    env = os.environ.get(CACHE_DIR_ENV)
+    cache = Path(env).expanduser() if env else Path(platformdirs.user_cache_dir("codesearch", False))
+    return cache / "indexes" / f"{basename}-{digest}"
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class IndexSnapshot:
+    """Everything one index generation holds.
+
+    Attributes:
+        manifest: JSON-able facts about the index (model fingerprint, chunker
+            parameters, ``files``: {path: sha256}, timestamps ...). The store
+            adds ``"format_version"``; another value raises ``ValueError``.
+        chunks: JSON-able metadata of each chunk. It is stored as JSON, so
+            tuples come back as lists.
+        arrays: named arrays (vectors, BM25 matrix parts, vocabulary). Names
+            match ``[a-z0-9_]+``; object and other pickle-only dtypes raise
+            ``ValueError``.
+
+    Two snapshots are equal when manifest and chunks are equal and every array
+    has the same name, dtype, shape and values (NaN equal to NaN).
+    """
+
+    manifest: dict[str, Any]
+    chunks: list[dict[str, Any]]
+    arrays: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.manifest, dict):
+            raise TypeError(f"manifest must be a dict, not {type(self.manifest).__name__}")
+        if not isinstance(self.chunks, list):
+            raise TypeError(f"chunks must be a list, not {type(self.chunks).__name__}")
+        if not isinstance(self.arrays, dict):
+            raise TypeError(f"arrays must be a dict, not {type(self.arrays).__name__}")
+        version = self.manifest.get("format_version", FORMAT_VERSION)
+        if version != FORMAT_VERSION:
+            raise ValueError(
+                f"manifest format_version is {version!r} but this store writes version "
+                f"{FORMAT_VERSION}; leave the key out and the store sets it"
+            )
+        if "format_version" not in self.manifest:
+            object.__setattr__(self, "manifest", {**self.manifest, "format_version": FORMAT_VERSION})
+        for name, array in self.arrays.items():
+            if not isinstance(name, str) or not _ARRAY_NAME_RE.fullmatch(name):
+                raise ValueError(f"array name {name!r} must match [a-z0-9_]+")
+            if not isinstance(array, np.ndarray):
+                raise TypeError(f"array {name!r} must be a numpy.ndarray, not {type(array).__name__}")
+            if array.dtype.hasobject or array.dtype.kind not in _PLAIN_DTYPE_KINDS:
+                raise ValueError(
+                    f"array {name!r} has dtype {array.dtype}, which can only be stored with "
+                    "pickle; convert it first (strings: .astype(str), numbers: a numeric dtype)"
+                )
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, IndexSnapshot):
+            return NotImplemented
+        if self.manifest != other.manifest or self.chunks != other.chunks:
+            return False
+        if self.arrays.keys() != other.arrays.keys():
+            return False
+        for name, mine in self.arrays.items():
+            theirs = other.arrays[name]
+            if mine.dtype != theirs.dtype or mine.shape != theirs.shape:
+                return False
+            if not np.array_equal(mine, theirs, equal_nan=mine.dtype.kind in "fc"):
+                return False
+        return True
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+class _Pointer(NamedTuple):
+    """What ``CURRENT`` says: the live generation and its manifest's sha256."""
+
+    number: int
+    manifest_sha256: str
+
+    @property
+    def name(self) -> str:
+        return f"gen-{self.number}"
+
+
+class IndexStore:
+    """One index folder: atomic saves under a write lock, verified loads.
+
+    ``save`` takes the write lock itself unless this object already holds it,
+    so a read-modify-write (load, change, save) belongs inside
+    ``with store.write_lock(...)``. Readers (``load``, ``read_manifest``) take
+    no lock and are safe while another process commits.
+
+    Args:
+        directory: the index folder; created by the first save.
+    """
+
+    def __init__(self, directory: str | os.PathLike[str]) -> None:
+        self._directory = Path(directory).expanduser().absolute()
+        self._thread_lock = threading.RLock()
+        self._lock_fd: int | None = None
+        self._lock_depth = 0
+
+    @property
+    def directory(self) -> Path:
+        """The index folder."""
+        return self._directory
+
+    def __repr__(self) -> str:
+        return f"IndexStore({str(self._directory)!r})"
+
+    def exists(self) -> bool:
+        """Whether a generation has been committed here (not verified; ``load`` verifies)."""
+        return (self._directory / _CURRENT).is_file()
+
+    @contextmanager
+    def write_lock(self, timeout: float = 0.0) -> Iterator[None]:
+        """Hold the index's write lock for the ``with`` block.
+
+        The lock is an OS file lock on ``DIR/LOCK``, so the kernel drops it when
+        its holder dies, even by ``kill -9``: a lock left by a killed process
+        never blocks. Re-entrant on the same store object and thread.
+
+        Args:
+            timeout: seconds to wait; 0 fails at once, a negative value waits forever.
+
+        Raises:
+            IndexLockedError: another process (or thread) still holds the lock
+                after ``timeout``; the message names its pid and the lock file.
+        """
+        blocking = timeout != 0
+        if not self._thread_lock.acquire(blocking, timeout if timeout > 0 else -1):
+            raise IndexLockedError(
+                f"the index at {self._directory} is being written by another thread of this "
+                f"process (pid {os.getpid()}); wait for it or pass a longer timeout"
+            )
+        try:
+            if self._lock_depth == 0:
+                deadline = None if timeout < 0 else time.monotonic() + timeout
+                self._lock_fd = self._acquire_file_lock(deadline, timeout)
+            self._lock_depth += 1
+            try:
+                yield
+            finally:
+                self._lock_depth -= 1
+                if self._lock_depth == 0 and self._lock_fd is not None:
+                    fd, self._lock_fd = self._lock_fd, None
+                    _release_file_lock(fd)
+        finally:
+            self._thread_lock.release()
+
+    def save(self, snapshot: IndexSnapshot, *, timeout: float = 0.0) -> int:
+        """Commit ``snapshot`` as the new live generation, atomically.
+
+        Takes the write lock for the duration unless this object already holds
+        it. Readers see the old generation until the switch and the new one
+        after; a crash at any point leaves one of the two loadable. Older
+        generations and leftovers of crashed writers are deleted afterwards.
+
+        Args:
+            snapshot: what to store.
+            timeout: how long to wait for the write lock if not already held.
+
+        Returns:
+            The number of the committed generation (increases with every save).
+
+        Raises:
+            ValueError: manifest or chunks are not JSON-serialisable.
+            IndexLockedError: another writer holds the lock.
+        """
+        if not isinstance(snapshot, IndexSnapshot):
+            raise TypeError(f"save() takes an IndexSnapshot, not {type(snapshot).__name__}")
+        _json_bytes(snapshot.manifest, "manifest")  # fail before taking the lock
+        chunk_bytes = _json_bytes(snapshot.chunks, "chunks")
+        with self.write_lock(timeout):
+            return self._commit(snapshot.manifest, chunk_bytes, snapshot.arrays)
+
+    def load(self) -> IndexSnapshot:
+        """Read and verify the live generation.
+
+        Every file's size and sha256 are checked against the manifest, and the
+        manifest against ``CURRENT``, before anything is returned.
+
+        Raises:
+            IndexNotFoundError: nothing has been committed here.
+            IndexCorruptError: a file is damaged or missing, or the index has
+                another format version; the message names the file.
+        """
+        snapshot = self._read(full=True)
+        assert isinstance(snapshot, IndexSnapshot)
+        return snapshot
+
+    def read_manifest(self) -> dict[str, Any]:
+        """Read the live generation's manifest only (cheap; verified against ``CURRENT``).
+
+        Raises:
+            IndexNotFoundError: nothing has been committed here.
+            IndexCorruptError: ``CURRENT`` or the manifest is damaged or of
+                another format version.
+        """
+        manifest = self._read(full=False)
+        assert isinstance(manifest, dict)
+        return manifest
+
+    # -- writing -------------------------------------------------------------
+
+    def _commit(self, manifest: dict[str, Any], chunk_bytes: bytes, arrays: dict[str, np.ndarray]) -> int:
+        directory = self._directory
+        live = self._live_pointer()
+        number = 1 + max([*_generation_numbers(directory), live.number if live else 0])
+        # Clear what crashed writers left before writing, to free the space; keep
+        # every generation if CURRENT cannot be read, since we cannot tell which is live.
+        _collect_garbage(directory, keep=live.name if live else None, generations=live is not None)
+
+        tmp = directory / f"gen-{number}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
+        final = directory / f"gen-{number}"
+        os.mkdir(tmp)
+        try:
+            files = {_CHUNKS: _write_file(tmp / _CHUNKS, chunk_bytes)}
+            array_meta: dict[str, dict[str, Any]] = {}
+            for name, array in arrays.items():
+                filename = f"{name}.npy"
+                files[filename] = _write_array(tmp / filename, array)
+                array_meta[name] = {"file": filename, "dtype": array.dtype.str, "shape": list(array.shape)}
+            record = {
+                "format_version": FORMAT_VERSION,
+                "generation": number,
+                "created": time.time(),
+                "files": files,
+                "arrays": array_meta,
+                "manifest": manifest,
+            }
+            manifest_bytes = _json_bytes(record, "manifest")
+            _write_file(tmp / _MANIFEST, manifest_bytes)
+            _fsync_dir(tmp)
+            os.rename(tmp, final)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        _fsync_dir(directory)
+        self._write_current(_Pointer(number, hashlib.sha256(manifest_bytes).hexdigest()))
+        _collect_garbage(directory, keep=final.name, generations=True)
+        return number
+
+    def _write_current(self, pointer: _Pointer) -> None:
+        tmp = self._directory / f"{_TMP_CURRENT_PREFIX}{os.getpid()}-{secrets.token_hex(4)}"
+        try:
+            _write_file(tmp, _format_current(pointer))
+            os.replace(tmp, self._directory / _CURRENT)
+        except BaseException:
+            _unlink_quietly(tmp)
+            raise
+        _fsync_dir(self._directory)
+
+    def _live_pointer(self) -> _Pointer | None:
+        try:
+            data = (self._directory / _CURRENT).read_bytes()
+            return _parse_current(data, self._directory)
+        except (FileNotFoundError, IndexCorruptError):
+            return None
+
+    def _acquire_file_lock(self, deadline: float | None, timeout: float) -> int:
+        if not self._directory.is_dir():
+            self._directory.mkdir(parents=True, exist_ok=True)
+            _fsync_dir(self._directory.parent)
+        path = self._directory / _LOCK
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            while not _try_lock(fd):
+                if deadline is not None and time.monotonic() >= deadline:
+                    waited = f" after waiting {timeout:g} s" if timeout > 0 else ""
+                    raise IndexLockedError(
+                        f"the index at {self._directory} is being written by another process "
+                        f"({_lock_holder(path)}; lock file {path}){waited}; wait for it to "
+                        "finish or pass a longer timeout"
+                    )
+                time.sleep(_LOCK_POLL_S)
+            os.ftruncate(fd, 0)
+            os.lseek(fd, 0, os.SEEK_SET)
+            os.write(fd, f"{os.getpid()}\n".encode("ascii"))
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    # -- reading -------------------------------------------------------------
+
+    def _read(self, *, full: bool) -> IndexSnapshot | dict[str, Any]:
+        current = self._directory / _CURRENT
+        for attempt in range(_READ_ATTEMPTS):
+            try:
+                raw = current.read_bytes()
+            except (FileNotFoundError, NotADirectoryError):
+                raise IndexNotFoundError(
+                    f"no index at {self._directory}; run `codesearch index` first"
+                ) from None
+            pointer = _parse_current(raw, self._directory)
+            try:
+                return self._read_generation(pointer, full=full)
+            except (FileNotFoundError, NotADirectoryError, IndexCorruptError) as err:
+                # A writer may have switched CURRENT and deleted this generation
+                # meanwhile; only a failure under an unchanged CURRENT is damage.
+                try:
+                    unchanged = current.read_bytes() == raw
+                except FileNotFoundError:
+                    unchanged = False
+                if not unchanged:
+                    time.sleep(min(0.001 * 2**attempt, 0.05))
+                    continue
+                if isinstance(err, IndexCorruptError):
+                    raise
+                missing = err.filename or self._directory / pointer.name
+                raise IndexCorruptError(
+                    f"index file {missing} is missing; " + _FIX.format(dir=self._directory)
+                ) from err
+        raise IndexLockedError(
+            f"the index at {self._directory} changed {_READ_ATTEMPTS} times while being read; "
+            "try again when indexing has finished"
+        )
+
+    def _read_generation(self, pointer: _Pointer, *, full: bool) -> IndexSnapshot | dict[str, Any]:
+        gen_dir = self._directory / pointer.name
+        manifest_path = gen_dir / _MANIFEST
+        manifest_bytes = manifest_path.read_bytes()
+        if hashlib.sha256(manifest_bytes).hexdigest() != pointer.manifest_sha256:
+            raise self._corrupt(manifest_path, "its sha256 differs from the one in CURRENT")
+        try:
+            record = json.loads(manifest_bytes)
+            if record["format_version"] != FORMAT_VERSION or record["generation"] != pointer.number:
+                raise ValueError("format version or generation differs from CURRENT")
+            files: dict[str, dict[str, Any]] = record["files"]
+            array_meta: dict[str, dict[str, Any]] = record["arrays"]
+            manifest: dict[str, Any] = record["manifest"]
+            if not isinstance(manifest, dict) or not isinstance(array_meta, dict):
+                raise TypeError("manifest and arrays must be objects")
+            expected = {_CHUNKS} | {f"{name}.npy" for name in array_meta}
+            if set(files) != expected or any(not _ARRAY_NAME_RE.fullmatch(n) for n in array_meta):
+                raise ValueError("the file list does not match the arrays")
+        except (ValueError, KeyError, TypeError) as err:
+            raise self._corrupt(manifest_path, f"unreadable: {err}") from err
+        if not full:
+            return manifest
+
+        chunks_path = gen_dir / _CHUNKS
+        try:
+            chunks = json.loads(_read_verified(chunks_path, files[_CHUNKS]))
+            if not isinstance(chunks, list):
+                raise TypeError("chunks must be a list")
+        except _ChecksumMismatch as err:
+            raise self._corrupt(chunks_path, str(err)) from None
+        except (ValueError, TypeError) as err:
+            raise self._corrupt(chunks_path, f"unreadable: {err}") from err
+
+        arrays: dict[str, np.ndarray] = {}
+        for name, meta in array_meta.items():
+            path = gen_dir / f"{name}.npy"
+            try:
+                data = _read_verified(path, files[path.name])
+                array = np.load(io.BytesIO(data), allow_pickle=False)
+                if array.dtype.str != meta["dtype"] or list(array.shape) != meta["shape"]:
+                    raise ValueError(f"dtype/shape {array.dtype.str}{array.shape} differ from the manifest")
+            except _ChecksumMismatch as err:
+                raise self._corrupt(path, str(err)) from None
+            except (ValueError, KeyError, TypeError, EOFError, SyntaxError) as err:
+                raise self._corrupt(path, f"unreadable: {err}") from err
+            arrays[name] = array
+        try:
+            return IndexSnapshot(manifest=manifest, chunks=chunks, arrays=arrays)
+        except (ValueError, TypeError) as err:
+            raise self._corrupt(manifest_path, f"invalid content: {err}") from err
+
+    def _corrupt(self, path: Path, reason: str) -> IndexCorruptError:
+        return IndexCorruptError(
+            f"index file {path} is damaged ({reason}); " + _FIX.format(dir=self._directory)
+        )
+
+
+class _ChecksumMismatch(Exception):
+    """A file's bytes differ from what its manifest records."""
+
+
+class _HashingWriter:
+    """A write-only file wrapper that hashes and counts what passes through."""
+
+    def __init__(self, raw: io.BufferedWriter) -> None:
+        self._raw = raw
+        self._sha = hashlib.sha256()
+        self.size = 0
+
+    def write(self, data: bytes | bytearray | memoryview) -> int:
+        self._sha.update(data)
+        self.size += memoryview(data).nbytes
+        return self._raw.write(data)
+
+    def hexdigest(self) -> str:
+        return self._sha.hexdigest()
+
+
+def _json_bytes(value: Any, what: str) -> bytes:
+    try:
+        text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{what} must be JSON-serialisable (str keys, no NaN): {err}") from err
+    return text.encode("utf-8")
+
+
+def _write_file(path: Path, data: bytes) -> dict[str, Any]:
+    with open(path, "xb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    return {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+
+
+def _write_array(path: Path, array: np.ndarray) -> dict[str, Any]:
+    with open(path, "xb") as handle:
+        writer = _HashingWriter(handle)
+        np.save(writer, array, allow_pickle=False)  # type: ignore[arg-type]
+        handle.flush()
+        os.fsync(handle.fileno())
+    return {"size": writer.size, "sha256": writer.hexdigest()}
+
+
+def _read_verified(path: Path, meta: dict[str, Any]) -> bytes:
+    data = path.read_bytes()
+    if len(data) != meta["size"]:
+        raise _ChecksumMismatch(f"{len(data)} bytes where the manifest records {meta['size']}")
+    if hashlib.sha256(data).hexdigest() != meta["sha256"]:
+        raise _ChecksumMismatch("its sha256 differs from the one in the manifest")
+    return data
+
+
+def _format_current(pointer: _Pointer) -> bytes:
+    body = f"{_MAGIC} {FORMAT_VERSION}\n{pointer.name}\n{pointer.manifest_sha256}\n"
+    return (body + hashlib.sha256(body.encode("ascii")).hexdigest() + "\n").encode("ascii")
+
+
+def _parse_current(data: bytes, directory: Path) -> _Pointer:
+    path = directory / _CURRENT
+    fix = _FIX.format(dir=directory)
+    try:
+        lines = data.decode("ascii").split("\n")
+    except UnicodeDecodeError:
+        raise IndexCorruptError(f"index file {path} is damaged (not ASCII); {fix}") from None
+    if len(lines) != 5 or lines[4] != "":
+        raise IndexCorruptError(f"index file {path} is damaged (expected 4 lines); {fix}")
+    body = "\n".join(lines[:3]) + "\n"
+    if hashlib.sha256(body.encode("ascii")).hexdigest() != lines[3]:
+        raise IndexCorruptError(f"index file {path} is damaged (its checksum does not match); {fix}")
+    magic, _, version = lines[0].partition(" ")
+    if magic != _MAGIC:
+        raise IndexCorruptError(f"{path} is not a codesearch index pointer; {fix}")
+    if version != str(FORMAT_VERSION):
+        raise IndexCorruptError(
+            f"the index at {directory} has format version {version}, but this codesearch "
+            f"reads version {FORMAT_VERSION}; {fix}"
+        )
+    match = _GEN_RE.fullmatch(lines[1])
+    if match is None or not _SHA256_RE.fullmatch(lines[2]):
+        raise IndexCorruptError(f"index file {path} is damaged (bad generation line); {fix}")
+    return _Pointer(int(match.group(1)), lines[2])
+
+
+def _generation_numbers(directory: Path) -> list[int]:
+    numbers = []
+    for name in os.listdir(directory):
+        match = _GEN_RE.fullmatch(name) or _TMP_GEN_RE.fullmatch(name)
+        if match:
+            numbers.append(int(match.group(1)))
+    return numbers
+
+
+def _collect_garbage(directory: Path, *, keep: str | None, generations: bool) -> None:
+    """Delete temp folders and files of crashed writers and, if asked, every generation but ``keep``."""
+    for name in os.listdir(directory):
+        path = directory / name
+        if _TMP_GEN_RE.fullmatch(name) or (generations and _GEN_RE.fullmatch(name) and name != keep):
+            shutil.rmtree(path, ignore_errors=True)
+        elif name.startswith(_TMP_CURRENT_PREFIX):
+            _unlink_quietly(path)
+
+
+def _unlink_quietly(path: Path) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def _fsync_dir(path: Path) -> None:
+    """Make a folder's entries (new, renamed, removed names) durable."""
+    if sys.platform == "win32":  # pragma: no cover - folders cannot be opened there
+        return
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _try_lock(fd: int) -> bool:
+    if sys.platform == "win32":  # pragma: no cover
+        os.lseek(fd, _WIN_LOCK_OFFSET, os.SEEK_SET)
+        try:
+            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
+        except OSError:
+            return False
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
+def _release_file_lock(fd: int) -> None:
+    try:
+        os.ftruncate(fd, 0)
+        if sys.platform == "win32":  # pragma: no cover
+            os.lseek(fd, _WIN_LOCK_OFFSET, os.SEEK_SET)
+            msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)
+        else:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+def _lock_holder(path: Path) -> str:
+    try:
+        text = path.read_text("ascii", errors="replace").strip()
+    except OSError:
+        text = ""
+    return f"pid {text}" if text.isdigit() else "pid unknown"
+
+
+__all__ = ["CACHE_DIR_ENV", "FORMAT_VERSION", "IndexSnapshot", "IndexStore", "default_index_dir"]
