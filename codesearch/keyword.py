@@ -280,8 +280,9 @@ class BM25(BaseEstimator):  # type: ignore[misc]
             raise ValueError(f"BM25 k1 must be a finite number >= 0 (1.2-2.0 is usual), got {self.k1!r}")
         if not (isinstance(self.b, (int, float)) and 0 <= self.b <= 1):
             raise ValueError(f"BM25 b must be between 0 and 1 (0.75 is usual), got {self.b!r}")
-        if not (isinstance(self.epsilon, (int, float)) and math.isfinite(self.epsilon) and self.epsilon >= 0):
-            raise ValueError(f"BM25 epsilon must be a finite number >= 0 (0.25 is usual), got {self.epsilon!r}")
+        eps = self.epsilon
+        if not (isinstance(eps, (int, float)) and math.isfinite(eps) and eps >= 0):
+            raise ValueError(f"BM25 epsilon must be a finite number >= 0 (0.25 is usual), got {eps!r}")
 
     def __sklearn_is_fitted__(self) -> bool:
         return hasattr(self, "weights_")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import os
 from collections import Counter
 from pathlib import Path
 
@@ -16,8 +15,7 @@ from sklearn.base import clone
 from codesearch.chunking import chunk_text
 from codesearch.exceptions import CodeSearchError, IndexCorruptError, NotFittedError
 from codesearch.keyword import BM25, code_tokens, split_identifier, top_k
-
-REQUESTS = Path(os.environ.get("CODESEARCH_REQUESTS_CORPUS", "/work/corpora/requests"))
+from codesearch.scan import scan
 
 QUERIES = [
     "don't send the password to another site after a redirect",
@@ -119,7 +117,9 @@ def test_identifier_matches_its_parts_and_itself() -> None:
 # --- scores against a naive formula -----------------------------------------
 
 
-@pytest.mark.parametrize(("k1", "b", "epsilon"), [(1.5, 0.75, 0.25), (1.2, 0.0, 0.25), (0.0, 1.0, 0.5), (2.0, 0.3, 0.0)])
+@pytest.mark.parametrize(
+    ("k1", "b", "epsilon"), [(1.5, 0.75, 0.25), (1.2, 0.0, 0.25), (0.0, 1.0, 0.5), (2.0, 0.3, 0.0)]
+)
 @pytest.mark.parametrize(
     "query",
     ["raise the body", "redirect redirect the", "HTTPAdapter send request", "nothing_matches_here", "", "the"],
@@ -161,28 +161,13 @@ def test_scores_equal_naive_bm25_property(docs: list[str], query: str) -> None:
 # --- agreement with rank_bm25 on a real repository ---------------------------
 
 
-def _requests_documents() -> list[str]:
-    if not REQUESTS.is_dir():
-        pytest.skip(f"the requests corpus is not at {REQUESTS} (set CODESEARCH_REQUESTS_CORPUS)")
-    try:
-        from codesearch.scan import scan
-    except ImportError:  # scan.py not landed: walk the tree the simple way
-        files = []
-        for path in sorted(REQUESTS.rglob("*")):
-            if ".git" in path.parts or not path.is_file():
-                continue
-            data = path.read_bytes()
-            if b"\0" not in data[:512]:
-                files.append((path.relative_to(REQUESTS).as_posix(), data.decode("utf-8", "replace")))
-    else:
-        files = [(f.path, f.text) for f in scan(REQUESTS).files]
-    return [f"{c.path}\n{c.text}" for path, text in files for c in chunk_text(path, text)]
-
-
 @pytest.fixture(scope="module")
-def requests_index() -> tuple[BM25, object]:
+def requests_index(requests_corpus: Path) -> tuple[BM25, object]:
+    """Our BM25 and rank_bm25's BM25Okapi over the same scan + chunk of requests (318 chunks)."""
     rank_bm25 = pytest.importorskip("rank_bm25")
-    docs = _requests_documents()
+    docs = [
+        f"{c.path}\n{c.text}" for f in scan(requests_corpus).files for c in chunk_text(f.path, f.text)
+    ]
     return BM25().fit(docs), rank_bm25.BM25Okapi([code_tokens(d) for d in docs])
 
 
@@ -229,7 +214,12 @@ def test_unfitted_use_says_to_call_fit(call) -> None:  # type: ignore[no-untyped
 
 @pytest.mark.parametrize(
     ("params", "match"),
-    [({"k1": -1.0}, "k1"), ({"k1": float("inf")}, "k1"), ({"b": 1.5}, "b"), ({"epsilon": -0.1}, "epsilon")],
+    [
+        ({"k1": -1.0}, "k1"),
+        ({"k1": float("inf")}, "k1"),
+        ({"b": 1.5}, "b"),
+        ({"epsilon": -0.1}, "epsilon"),
+    ],
 )
 def test_bad_params_fail_at_fit(params: dict[str, float], match: str) -> None:
     bm25 = BM25(**params)  # scikit-learn convention: __init__ only stores
