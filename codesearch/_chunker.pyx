@@ -17,6 +17,8 @@ cdef extern from "Python.h":
     Py_UCS4 PyUnicode_READ(int kind, void* data, Py_ssize_t index)
     Py_ssize_t PyUnicode_GET_LENGTH(object)
     int PyUnicode_1BYTE_KIND
+    int PyUnicode_2BYTE_KIND
+    ctypedef unsigned short Py_UCS2
 
 
 cdef inline str _normalise(str text):
@@ -26,12 +28,14 @@ cdef inline str _normalise(str text):
 
 
 cdef Py_ssize_t _line_starts(str text, Py_ssize_t* starts, Py_ssize_t capacity) except -1:
-    """Fill ``starts`` with the offset of each line; return the line count."""
+    """Fill ``starts`` with the offset of each line and a sentinel; return the line count."""
     cdef Py_ssize_t length = PyUnicode_GET_LENGTH(text)
     cdef int kind = PyUnicode_KIND(text)
     cdef void* data = PyUnicode_DATA(text)
     cdef const char* base
     cdef const char* hit
+    cdef const Py_UCS2* ucs2
+    cdef const Py_UCS4* ucs4
     cdef Py_ssize_t i = 0, n = 0
     if length == 0:
         return 0
@@ -47,13 +51,18 @@ cdef Py_ssize_t _line_starts(str text, Py_ssize_t* starts, Py_ssize_t capacity) 
             if i < length:
                 starts[n] = i
                 n += 1
+    elif kind == PyUnicode_2BYTE_KIND:
+        ucs2 = <const Py_UCS2*> data
+        for i in range(length - 1):
+            if ucs2[i] == 10:
+                starts[n] = i + 1
+                n += 1
     else:
-        while i < length:
-            if PyUnicode_READ(kind, data, i) == 10:
-                if i + 1 < length:
-                    starts[n] = i + 1
-                    n += 1
-            i += 1
+        ucs4 = <const Py_UCS4*> data
+        for i in range(length - 1):
+            if ucs4[i] == 10:
+                starts[n] = i + 1
+                n += 1
     # Sentinel: where line n would start, so that every line's cost (length + 1)
     # is starts[i + 1] - starts[i], the last line included.
     if PyUnicode_READ(kind, data, length - 1) == 10:
@@ -92,7 +101,9 @@ def chunk_lines(str text, Py_ssize_t target_tokens=700, Py_ssize_t overlap_token
             f"got {target_tokens}, {chars_per_token} and {overlap_tokens}"
         )
     cdef str norm = _normalise(text)
-    cdef Py_ssize_t capacity = norm.count("\n") + 2
+    # At most one line per character, plus the sentinel: an upper bound that
+    # costs no pass over the text (malloc does not touch the pages it skips).
+    cdef Py_ssize_t capacity = PyUnicode_GET_LENGTH(norm) + 2
     cdef Py_ssize_t* starts = <Py_ssize_t*> malloc(capacity * sizeof(Py_ssize_t))
     if starts == NULL:
         raise MemoryError()
