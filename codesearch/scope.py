@@ -1,0 +1,300 @@
+"""Which part of a repository a search covers: path globs and file kinds.
+
+Every indexed file gets a kind from its path alone (:func:`kind_of`):
+``source``, ``test``, ``doc`` or ``config``. A :class:`Scope` narrows a search
+by path prefix, by ``.gitignore``-style include and exclude globs (through
+:class:`pathspec.GitIgnoreSpec`) and by kind; :meth:`Scope.mask` turns it into
+a boolean array over the index's chunks, to apply before the top-k cut.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Literal
+
+import numpy as np
+from pathspec import GitIgnoreSpec
+
+Kind = Literal["source", "test", "doc", "config"]
+SOURCE: Kind = "source"
+TEST: Kind = "test"
+DOC: Kind = "doc"
+CONFIG: Kind = "config"
+KINDS: tuple[Kind, ...] = (SOURCE, TEST, DOC, CONFIG)
+
+# Folders whose whole content is tests (any depth).
+TEST_DIRS = frozenset({"tests", "test", "__tests__"})
+# File names of tests, matched case-sensitively (so "Latest.java" is not a test).
+_JS = "{js,jsx,ts,tsx,mjs,cjs,mts,cts}"
+TEST_FILE_PATTERNS = (
+    "test_*.py", "*_test.py", "*_tests.py", "tests.py", "conftest.py",
+    "*_test.go", f"*.test.{_JS}", f"*.spec.{_JS}", "*_spec.rb", "*_test.rb",
+    "*Test.java", "*Tests.java", "*Test.kt", "*Tests.kt", "*Test.cs", "*Tests.cs",
+    "*Test.php", "*Tests.swift", "*_test.dart", "*_test.exs",
+    "*_test.c", "*_test.cc", "*_test.cpp", "*_test.rs",
+)  # fmt: skip
+# Folders whose whole content is documentation (any depth).
+DOC_DIRS = frozenset({"docs", "doc", "documentation"})
+DOC_EXTENSIONS = frozenset({".md", ".markdown", ".mdx", ".rst", ".txt", ".adoc", ".asciidoc"})
+# Upper-case name prefixes of project documents ("LICENSE", "LICENSE-MIT", "HISTORY.md").
+DOC_NAME_PATTERNS = (
+    "README*", "HISTORY*", "CHANGELOG*", "CHANGES*", "NEWS*", "AUTHORS*", "CONTRIBUTORS*",
+    "CONTRIBUTING*", "LICENSE*", "LICENCE*", "COPYING*", "NOTICE*", "CODE_OF_CONDUCT*",
+)  # fmt: skip
+# Extension-less document names in any case ("license", "Readme").
+DOC_NAMES = frozenset(
+    {"readme", "history", "changelog", "changes", "authors", "contributors", "license", "licence",
+     "copying", "notice"}
+)  # fmt: skip
+# Build and tool configuration, by name; checked before the doc rules, so
+# "docs/Makefile" and "requirements-dev.txt" are config.
+CONFIG_NAME_PATTERNS = (
+    "Makefile", "GNUmakefile", "makefile", "*.mk", "Dockerfile", "Dockerfile.*", "*.dockerfile",
+    "Containerfile", "Jenkinsfile", "Procfile", "MANIFEST.in", "CODEOWNERS", "go.mod", "Pipfile",
+    "requirements*.txt", "requirements*.in", "constraints*.txt",
+)  # fmt: skip
+CONFIG_EXTENSIONS = frozenset(
+    {".toml", ".yml", ".yaml", ".ini", ".cfg", ".conf", ".json", ".jsonc", ".json5", ".properties",
+     ".env"}
+)  # fmt: skip
+
+
+def _name_regex(patterns: Iterable[str]) -> re.Pattern[str]:
+    expanded: list[str] = []
+    for pattern in patterns:
+        head, brace, rest = pattern.partition("{")
+        if brace:
+            options, _, tail = rest.partition("}")
+            expanded.extend(head + option + tail for option in options.split(","))
+        else:
+            expanded.append(pattern)
+    return re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in expanded))
+
+
+_TEST_NAME = _name_regex(TEST_FILE_PATTERNS)
+_DOC_NAME = _name_regex(DOC_NAME_PATTERNS)
+_CONFIG_NAME = _name_regex(CONFIG_NAME_PATTERNS)
+
+
+@lru_cache(maxsize=1 << 16)
+def kind_of(path: str) -> Kind:
+    """Label a file by its path, relative to the repository root with ``/`` separators.
+
+    The first rule that matches wins:
+
+    1. ``test``: under a ``tests/``, ``test/`` or ``__tests__/`` folder, or a
+       test file name (``test_*.py``, ``*_test.go``, ``*.spec.ts``,
+       ``conftest.py``, ... see :data:`TEST_FILE_PATTERNS`);
+    2. ``config``: under a dot folder (``.github/``), a dotfile
+       (``.gitignore``, ``.coveragerc``) or a build/tool file by name
+       (``Makefile``, ``Dockerfile``, ``MANIFEST.in``, ``requirements*.txt``);
+    3. ``doc``: under ``docs/`` or ``doc/``, a prose extension (``.md``,
+       ``.rst``, ``.txt``, ...) or a project document (``README*``,
+       ``HISTORY*``, ``CHANGELOG*``, ``AUTHORS*``, ``LICENSE*``, ``NOTICE``);
+    4. ``config``: a configuration extension (``.toml``, ``.yml``,
+       ``.yaml``, ``.ini``, ``.cfg``, ``.json``, ...);
+    5. ``source``: everything else.
+
+    Returns:
+        One of :data:`KINDS`.
+    """
+    parts = path.removeprefix("./").split("/")
+    dirs, name = parts[:-1], parts[-1]
+    if any(d in TEST_DIRS for d in dirs) or _TEST_NAME.fullmatch(name):
+        return TEST
+    if any(d.startswith(".") and d not in (".", "..") for d in dirs) or name.startswith("."):
+        return CONFIG
+    if _CONFIG_NAME.fullmatch(name):
+        return CONFIG
+    dot = name.rfind(".")
+    ext = name[dot:].lower() if dot > 0 else ""
+    if (
+        any(d in DOC_DIRS for d in dirs)
+        or ext in DOC_EXTENSIONS
+        or _DOC_NAME.fullmatch(name)
+        or (not ext and name.lower() in DOC_NAMES)
+    ):
+        return DOC
+    if ext in CONFIG_EXTENSIONS:
+        return CONFIG
+    return SOURCE
+
+
+def _as_tuple(value: str | Iterable[str], what: str) -> tuple[str, ...]:
+    items = (value,) if isinstance(value, str) else tuple(value)
+    for item in items:
+        if not isinstance(item, str):
+            raise TypeError(f"Scope {what} must be strings, got {item!r}")
+    return items
+
+
+def _as_kinds(value: str | Iterable[str], what: str) -> frozenset[str]:
+    kinds = frozenset(_as_tuple(value, what))
+    unknown = sorted(kinds.difference(KINDS))
+    if unknown:
+        raise ValueError(
+            f"unknown kind {', '.join(map(repr, unknown))} in Scope {what}; valid kinds: {', '.join(KINDS)}"
+        )
+    return kinds
+
+
+def _compile(patterns: tuple[str, ...], what: str) -> GitIgnoreSpec | None:
+    if not patterns:
+        return None
+    try:
+        return GitIgnoreSpec.from_lines(patterns)
+    except ValueError as exc:
+        raise ValueError(f"bad glob in Scope {what}: {exc}; globs use .gitignore syntax") from None
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """The files and kinds a search covers; the default covers everything.
+
+    A chunk is in scope when its path is under ``prefix``, matches
+    ``include`` (if given), does not match ``exclude``, and its kind is in
+    ``kinds`` (if given) and not in ``exclude_kinds``.
+
+    Attributes:
+        prefix: a folder or file path such as ``"src/"`` or ``"src/requests"``;
+            it matches whole path components, so ``"src"`` covers
+            ``src/a.py`` but not ``srcs/a.py``. Leading ``./`` and ``/`` and a
+            trailing ``/`` are ignored.
+        include: globs in ``.gitignore`` syntax (``"*.py"``, ``"docs/"``,
+            ``"/setup.py"``, ``"!tests/**"``); a path must match them. As in
+            git, the last matching pattern wins, so a ``!`` pattern takes back
+            what an earlier one matched -- except that a pattern matching the
+            file itself beats one matching only a folder above it:
+            ``("*.py", "!tests/")`` still keeps ``tests/a.py``; write
+            ``"!tests/**"`` or put ``"tests/"`` in ``exclude``.
+        exclude: globs in the same syntax; a path that matches is left out.
+        kinds: the kinds to keep, or None for all of them.
+        exclude_kinds: kinds to leave out.
+
+    Raises:
+        ValueError: a kind is unknown, ``kinds`` is empty, or a glob is invalid.
+        TypeError: a glob or kind is not a string.
+
+    A single string is accepted where a tuple or set is expected, and lists are
+    turned into tuples, so ``Scope(include="*.py", kinds={"source"})`` works.
+    """
+
+    prefix: str | None = None
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    kinds: frozenset[str] | None = None
+    exclude_kinds: frozenset[str] = frozenset()
+    _include_spec: GitIgnoreSpec | None = field(default=None, init=False, repr=False, compare=False)
+    _exclude_spec: GitIgnoreSpec | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        prefix = self.prefix
+        if prefix is not None:
+            if not isinstance(prefix, str):
+                raise TypeError(f"Scope prefix must be a string or None, got {prefix!r}")
+            prefix = prefix.strip()
+            while prefix.startswith("./"):
+                prefix = prefix[2:]
+            prefix = prefix.strip("/")
+            if prefix in ("", "."):
+                prefix = None
+        include = tuple(p for p in _as_tuple(self.include, "include globs") if p.strip())
+        exclude = tuple(p for p in _as_tuple(self.exclude, "exclude globs") if p.strip())
+        kinds = None if self.kinds is None else _as_kinds(self.kinds, "kinds")
+        if kinds is not None and not kinds:
+            raise ValueError(
+                f"Scope kinds is empty, so nothing would match; use None for all kinds ({', '.join(KINDS)})"
+            )
+        exclude_kinds = _as_kinds(self.exclude_kinds, "exclude_kinds")
+        object.__setattr__(self, "prefix", prefix)
+        object.__setattr__(self, "include", include)
+        object.__setattr__(self, "exclude", exclude)
+        object.__setattr__(self, "kinds", kinds)
+        object.__setattr__(self, "exclude_kinds", exclude_kinds)
+        object.__setattr__(self, "_include_spec", _compile(include, "include"))
+        object.__setattr__(self, "_exclude_spec", _compile(exclude, "exclude"))
+
+    @classmethod
+    def everything(cls) -> Scope:
+        """Return the scope that keeps every chunk."""
+        return cls()
+
+    @property
+    def is_unrestricted(self) -> bool:
+        """True when this scope keeps every chunk, so a searcher can skip the mask."""
+        return (
+            self.prefix is None
+            and not self.include
+            and not self.exclude
+            and (self.kinds is None or self.kinds.issuperset(KINDS))
+            and not self.exclude_kinds
+        )
+
+    def allows_path(self, path: str) -> bool:
+        """Return whether ``path`` passes the prefix, include and exclude rules."""
+        prefix = self.prefix
+        if prefix is not None and path != prefix and not path.startswith(prefix + "/"):
+            return False
+        if self._include_spec is not None and not self._include_spec.match_file(path):
+            return False
+        return self._exclude_spec is None or not self._exclude_spec.match_file(path)
+
+    def allows_kind(self, kind: str) -> bool:
+        """Return whether chunks of this kind are in scope."""
+        return (self.kinds is None or kind in self.kinds) and kind not in self.exclude_kinds
+
+    def allows(self, path: str, kind: str | None = None) -> bool:
+        """Return whether a file is in scope; its kind defaults to :func:`kind_of`."""
+        return self.allows_kind(kind_of(path) if kind is None else kind) and self.allows_path(path)
+
+    def mask(self, paths: Sequence[str], kinds: Sequence[str] | None = None) -> np.ndarray:
+        """Select the chunks in scope.
+
+        Each distinct (path, kind) is decided once, so a few hundred files
+        cost a few hundred glob matches however many chunks they hold. An
+        index that keeps one entry per file and a chunk-to-file array can also
+        call this on its files and index the result by that array.
+
+        Args:
+            paths: each chunk's file path (posix, relative to the root).
+            kinds: each chunk's kind, as stored; None to derive it with
+                :func:`kind_of`.
+
+        Returns:
+            Boolean array of ``len(paths)``, True for chunks in scope.
+
+        Raises:
+            ValueError: ``kinds`` and ``paths`` differ in length.
+        """
+        n = len(paths)
+        if kinds is not None and len(kinds) != n:
+            raise ValueError(f"Scope.mask got {n} paths but {len(kinds)} kinds; give one kind per path")
+        if self.is_unrestricted:
+            return np.ones(n, dtype=bool)
+        if kinds is None:
+            kinds = [kind_of(str(p)) for p in paths]
+        decided: dict[tuple[str, str], bool] = {}
+        keep = []
+        for path, kind in zip(paths, kinds):
+            key = (str(path), str(kind))
+            hit = decided.get(key)
+            if hit is None:
+                hit = decided[key] = self.allows_kind(key[1]) and self.allows_path(key[0])
+            keep.append(hit)
+        return np.array(keep, dtype=bool).reshape(n)
+
+
+__all__ = [
+    "CONFIG",
+    "DOC",
+    "KINDS",
+    "Kind",
+    "SOURCE",
+    "Scope",
+    "TEST",
+    "kind_of",
+]
