@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from codesearch.chunking import BACKEND as CHUNKER_BACKEND
 from codesearch.chunking import Chunk, ChunkParams, chunk_text
+from codesearch.search import CodeSearch, Hit, IndexReport
 from codesearch.exceptions import (
     CodeSearchError,
     EmptyRepositoryError,
@@ -20,6 +21,9 @@ from codesearch.exceptions import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "CodeSearch",
+    "Hit",
+    "IndexReport",
     "CHUNKER_BACKEND",
     "Chunk",
     "ChunkParams",

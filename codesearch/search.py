@@ -1,0 +1,395 @@
+"""The :class:`CodeSearch` facade: index a repository, keep it fresh, query it.
+
+Data flows scan -> chunk -> embed -> index (store) -> search -> fuse -> filter.
+Indexing is incremental: every chunk is keyed by the sha256 of the exact text
+given to the model, so a chunk whose text is unchanged keeps its stored vector
+and only new chunks are embedded. A query is refused (``ModelMismatchError``)
+when the index was built by a different model than the one asked for.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+import numpy as np
+
+from codesearch.chunking import ChunkParams, chunk_text
+from codesearch.exceptions import EmptyRepositoryError, IndexCorruptError, ModelMismatchError
+from codesearch.fusion import RRF_DEPTH, RRF_K, reciprocal_rank_fusion
+from codesearch.keyword import BM25, top_k
+from codesearch.scan import scan
+from codesearch.scope import Scope, kind_of
+from codesearch.store import IndexSnapshot, IndexStore, default_index_dir
+
+if TYPE_CHECKING:
+    from codesearch.models import ModelSpec
+
+Mode = Literal["bm25", "dense", "hybrid"]
+MODES: tuple[Mode, ...] = ("bm25", "dense", "hybrid")
+DEFAULT_MODEL = "minilm"
+_BM25_PREFIX = "bm25_"
+
+
+class TextEmbedder(Protocol):
+    """What :class:`CodeSearch` needs from an embedding model (:class:`codesearch.embed.Embedder`)."""
+
+    @property
+    def fingerprint(self) -> str: ...
+
+    @property
+    def dim(self) -> int: ...
+
+    @property
+    def spec(self) -> ModelSpec: ...
+
+    def embed_documents(self, texts: Sequence[str], progress: bool = False) -> np.ndarray: ...
+
+    def embed_query(self, text: str) -> np.ndarray: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """One search result: a chunk of a file, its score and its kind.
+
+    ``str(hit)`` reads ``path:start-end  (score, kind)``; :attr:`location` is
+    the bare ``path:start-end`` an editor opens.
+    """
+
+    path: str
+    start_line: int
+    end_line: int
+    score: float
+    kind: str
+    text: str
+
+    @property
+    def location(self) -> str:
+        return f"{self.path}:{self.start_line}-{self.end_line}"
+
+    def __str__(self) -> str:
+        return f"{self.location}  ({self.score:.4f}, {self.kind})"
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class IndexReport:
+    """What one :meth:`CodeSearch.index` run did."""
+
+    files: int
+    chunks: int
+    embedded: int
+    reused: int
+    removed: int
+    seconds: float
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def document_text(path: str, text: str) -> str:
+    """The text given to the model (and to BM25) for a chunk: its path, a newline, its text."""
+    return f"{path}\n{text}"
+
+
+def chunk_key(document: str) -> str:
+    """Identity of a chunk's model input: sha256 of its exact text."""
+    return hashlib.sha256(document.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+class CodeSearch:
+    """Search one repository by keyword (BM25), by meaning (embeddings), or both fused.
+
+    Args:
+        root: the repository folder.
+        model: a catalogue name (``"minilm"``, ``"bge-small"``, ``"bge-m3"``),
+            a hub id or local model folder, a :class:`~codesearch.models.ModelSpec`,
+            or an already loaded embedder. Loaded lazily: keyword search never
+            loads it.
+        index_dir: where the index lives; by default a folder in the user cache
+            keyed by the absolute root.
+        int8: use the int8-quantised export (only if it passed its quality gate).
+        use_ignore_files: honour ``.gitignore`` and ``.codesearchignore``.
+        chunk_params: line-window sizes.
+        lock_timeout: seconds to wait for another writer of the same index.
+
+    Example:
+        >>> cs = CodeSearch("path/to/repo")                       # doctest: +SKIP
+        >>> cs.search("why does a POST turn into a GET", k=5)     # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        model: str | ModelSpec | TextEmbedder = DEFAULT_MODEL,
+        *,
+        index_dir: str | os.PathLike[str] | None = None,
+        int8: bool = False,
+        use_ignore_files: bool = True,
+        chunk_params: ChunkParams = ChunkParams(),
+        lock_timeout: float = 30.0,
+    ) -> None:
+        self.root = Path(root).expanduser().absolute()
+        self.store = IndexStore(index_dir if index_dir is not None else default_index_dir(self.root))
+        self.use_ignore_files = use_ignore_files
+        self.chunk_params = chunk_params
+        self.lock_timeout = lock_timeout
+        self._model = model
+        self._int8 = int8
+        # An object that can embed is used as it is; a name, path or spec is loaded on first use.
+        self._embedder: TextEmbedder | None = model if hasattr(model, "embed_query") else None  # type: ignore[assignment]
+        self._loaded: _LoadedIndex | None = None
+
+    # -- model -----------------------------------------------------------------
+
+    @property
+    def embedder(self) -> TextEmbedder:
+        """The embedding model, loaded (and exported if needed) on first use."""
+        if self._embedder is None:
+            from codesearch.embed import Embedder
+
+            self._embedder = Embedder(self._model, int8=self._int8)  # type: ignore[arg-type]
+        return self._embedder
+
+    # -- indexing --------------------------------------------------------------
+
+    def index(self, *, progress: bool = False) -> IndexReport:
+        """Build the index, or bring it up to date with the files on disk.
+
+        Unchanged chunks keep their stored vectors; only new chunk texts are
+        embedded. The new state is committed atomically, so a crash leaves the
+        previous index intact.
+
+        Returns:
+            Counts of files and chunks, how many were embedded, reused and
+            removed, and the seconds taken.
+
+        Raises:
+            RootNotFoundError: the root is missing or not a folder.
+            EmptyRepositoryError: nothing under the root can be indexed.
+            IndexLockedError: another process is writing this index.
+            ModelNotAvailableError: the model cannot be loaded here.
+        """
+        started = time.perf_counter()
+        result = scan(self.root, use_ignore_files=self.use_ignore_files)
+        chunks = [chunk for source in result.files for chunk in chunk_text(source.path, source.text, self.chunk_params)]
+        if not chunks:
+            raise EmptyRepositoryError(
+                f"nothing to index under {self.root}: {result.files_seen} files seen, "
+                f"{len(result.files)} readable text files, 0 chunks (see `codesearch stats`)"
+            )
+        documents = [document_text(c.path, c.text) for c in chunks]
+        keys = [chunk_key(d) for d in documents]
+        embedder = self.embedder
+
+        with self.store.write_lock(timeout=self.lock_timeout):
+            previous = self._previous_vectors(embedder)
+            missing = [i for i, key in enumerate(keys) if key not in previous]
+            fresh = embedder.embed_documents([documents[i] for i in missing], progress=progress)
+            vectors = np.empty((len(chunks), embedder.dim), dtype=np.float32)
+            fresh_rows = dict(zip(missing, fresh))
+            for i, key in enumerate(keys):
+                vectors[i] = fresh_rows[i] if i in fresh_rows else previous[key]
+            bm25 = BM25().fit(documents)
+            now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+            manifest = {
+                "root": str(self.root),
+                "model": {"name": embedder.spec.name, "fingerprint": embedder.fingerprint, "dim": embedder.dim},
+                "chunker": {"kind": "lines", **asdict(self.chunk_params)},
+                "files": {f.path: f.sha256 for f in result.files},
+                "counts": {"files": len(result.files), "chunks": len(chunks)},
+                "updated": now,
+            }
+            records = [
+                {"path": c.path, "start_line": c.start_line, "end_line": c.end_line, "kind": kind_of(c.path),
+                 "key": key, "text": c.text}
+                for c, key in zip(chunks, keys)
+            ]
+            arrays = {"vectors": vectors, **{_BM25_PREFIX + k: v for k, v in bm25.to_arrays().items()}}
+            self.store.save(IndexSnapshot(manifest, records, arrays))
+
+        new_keys = set(keys)
+        removed = sum(1 for key in previous if key not in new_keys)
+        self._loaded = _LoadedIndex(manifest, records, vectors, bm25)
+        return IndexReport(
+            files=len(result.files),
+            chunks=len(chunks),
+            embedded=len(missing),
+            reused=len(chunks) - len(missing),
+            removed=removed,
+            seconds=round(time.perf_counter() - started, 3),
+        )
+
+    def _previous_vectors(self, embedder: TextEmbedder) -> dict[str, np.ndarray]:
+        """Stored vectors by chunk key, when the stored index used the same model and chunker."""
+        if not self.store.exists():
+            return {}
+        try:
+            snapshot = self.store.load()
+        except IndexCorruptError:
+            return {}  # rebuild from scratch; the new commit replaces the damaged one
+        manifest = snapshot.manifest
+        if manifest.get("model", {}).get("fingerprint") != embedder.fingerprint:
+            return {}
+        vectors = snapshot.arrays["vectors"]
+        return {record["key"]: vectors[i] for i, record in enumerate(snapshot.chunks)}
+
+    # -- searching -------------------------------------------------------------
+
+    def search(
+        self,
+        query: str,
+        k: int = 10,
+        mode: Mode = "hybrid",
+        *,
+        scope: str | None = None,
+        include: str | Iterable[str] = (),
+        exclude: str | Iterable[str] = (),
+        kinds: str | Iterable[str] | None = None,
+        exclude_kinds: str | Iterable[str] = (),
+        rrf_k: float = RRF_K,
+        rrf_depth: int = RRF_DEPTH,
+    ) -> list[Hit]:
+        """Find the ``k`` chunks that best answer ``query``.
+
+        Args:
+            query: words, a question, or an identifier.
+            k: how many hits at most.
+            mode: ``"bm25"`` (keywords), ``"dense"`` (embeddings) or
+                ``"hybrid"`` (both, fused by reciprocal rank fusion).
+            scope: a path prefix such as ``"src/"``.
+            include: gitignore-style globs a path must match.
+            exclude: gitignore-style globs that drop a path.
+            kinds: only these kinds (``source``, ``test``, ``doc``, ``config``).
+            exclude_kinds: drop these kinds.
+            rrf_k: fusion smoothing constant.
+            rrf_depth: how many hits of each list take part in fusion.
+
+        Filtering happens before the top-k cut, so asking for 10 source hits
+        returns 10 source hits when there are that many.
+
+        Returns:
+            Hits, best first. Scores are BM25 scores, cosine similarities or
+            fused RRF scores, by mode.
+
+        Raises:
+            ValueError: an unknown mode or kind, or ``k`` below 1.
+            ModelMismatchError: the index was built with another model.
+        """
+        if mode not in MODES:
+            raise ValueError(f"unknown mode {mode!r}; use one of {', '.join(MODES)}")
+        if k < 1:
+            raise ValueError(f"k must be at least 1, got {k}")
+        where = Scope(prefix=scope, include=include, exclude=exclude, kinds=kinds, exclude_kinds=exclude_kinds)
+        loaded = self._ensure_loaded(need_model=mode != "bm25")
+        mask = None if where.is_unrestricted else where.mask(loaded.paths, loaded.kinds)
+
+        if mode == "bm25":
+            ranked = self._bm25_ranking(loaded, query, k, mask)
+        elif mode == "dense":
+            ranked = self._dense_ranking(loaded, query, k, mask)
+        else:
+            depth = max(rrf_depth, k)
+            fused = reciprocal_rank_fusion(
+                [
+                    [i for i, _ in self._bm25_ranking(loaded, query, depth, mask)],
+                    [i for i, _ in self._dense_ranking(loaded, query, depth, mask)],
+                ],
+                k=rrf_k,
+                depth=rrf_depth,
+            )
+            ranked = fused[:k]
+        return [loaded.hit(i, score) for i, score in ranked]
+
+    def _bm25_ranking(self, loaded: _LoadedIndex, query: str, k: int, mask: np.ndarray | None) -> list[tuple[int, float]]:
+        scores = loaded.bm25.score(query)
+        return [(int(i), float(scores[i])) for i in top_k(scores, k, mask=mask, above=0.0)]
+
+    def _dense_ranking(self, loaded: _LoadedIndex, query: str, k: int, mask: np.ndarray | None) -> list[tuple[int, float]]:
+        scores = loaded.vectors @ self.embedder.embed_query(query)
+        return [(int(i), float(scores[i])) for i in top_k(scores, k, mask=mask)]
+
+    def _ensure_loaded(self, *, need_model: bool) -> _LoadedIndex:
+        if self._loaded is None:
+            if not self.store.exists():
+                self.index()
+            else:
+                snapshot = self.store.load()
+                self._loaded = _LoadedIndex.from_snapshot(snapshot)
+        assert self._loaded is not None
+        if need_model:
+            self._check_model(self._loaded.manifest)
+        return self._loaded
+
+    def _check_model(self, manifest: dict[str, Any]) -> None:
+        stored = manifest.get("model", {})
+        embedder = self.embedder
+        if stored.get("fingerprint") != embedder.fingerprint:
+            raise ModelMismatchError(
+                f"the index at {self.store.directory} was built with model {stored.get('name')!r} "
+                f"(fingerprint {str(stored.get('fingerprint'))[:12]}), but this query would be embedded by "
+                f"{embedder.spec.name!r} (fingerprint {embedder.fingerprint[:12]}); re-index with "
+                f"`codesearch index --model {embedder.spec.name}` or search with --model {stored.get('name')}"
+            )
+
+    # -- facts -----------------------------------------------------------------
+
+    def info(self) -> dict[str, Any]:
+        """Facts about the stored index without loading the model: model, counts, location, last update.
+
+        Raises:
+            IndexNotFoundError: nothing has been indexed yet.
+            IndexCorruptError: the manifest is damaged.
+        """
+        manifest = self.store.read_manifest()
+        return {
+            "root": manifest.get("root"),
+            "index_dir": str(self.store.directory),
+            "model": manifest.get("model", {}).get("name"),
+            "fingerprint": manifest.get("model", {}).get("fingerprint"),
+            "dim": manifest.get("model", {}).get("dim"),
+            "files": manifest.get("counts", {}).get("files"),
+            "chunks": manifest.get("counts", {}).get("chunks"),
+            "chunker": manifest.get("chunker"),
+            "updated": manifest.get("updated"),
+            "format_version": manifest.get("format_version"),
+        }
+
+
+@dataclass(slots=True)
+class _LoadedIndex:
+    """An index in memory, ready to answer queries."""
+
+    manifest: dict[str, Any]
+    chunks: list[dict[str, Any]]
+    vectors: np.ndarray
+    bm25: BM25
+    paths: list[str] = field(init=False)
+    kinds: list[str] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.paths = [c["path"] for c in self.chunks]
+        self.kinds = [c["kind"] for c in self.chunks]
+
+    @classmethod
+    def from_snapshot(cls, snapshot: IndexSnapshot) -> _LoadedIndex:
+        arrays = {name[len(_BM25_PREFIX):]: a for name, a in snapshot.arrays.items() if name.startswith(_BM25_PREFIX)}
+        vectors = snapshot.arrays.get("vectors")
+        if vectors is None or len(vectors) != len(snapshot.chunks):
+            raise IndexCorruptError("the stored vectors do not match the stored chunks; re-run `codesearch index`")
+        return cls(snapshot.manifest, snapshot.chunks, vectors, BM25.from_arrays(arrays))
+
+    def hit(self, i: int, score: float) -> Hit:
+        c = self.chunks[i]
+        return Hit(c["path"], c["start_line"], c["end_line"], float(score), c["kind"], c["text"])
+
+
+__all__ = ["CodeSearch", "Hit", "IndexReport", "MODES", "Mode", "TextEmbedder", "chunk_key", "document_text"]

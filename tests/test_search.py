@@ -1,0 +1,213 @@
+"""The CodeSearch facade: indexing, incremental updates, modes, scope, model guard.
+
+The search logic is tested with a deterministic hashing embedder (tests/conftest.py);
+the real ONNX model is exercised in tests/test_search_minilm.py.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from codesearch import CodeSearch, Hit
+from codesearch.exceptions import EmptyRepositoryError, IndexNotFoundError, ModelMismatchError, RootNotFoundError
+from conftest import HashingEmbedder
+
+SESSIONS = '''\
+class Session:
+    """A requests session."""
+
+    def rebuild_method(self, prepared_request, response):
+        """When being redirected we may want to change the method of the request."""
+        method = prepared_request.method
+        if response.status_code == 303 and method != "HEAD":
+            method = "GET"
+        prepared_request.method = method
+
+    def should_strip_auth(self, old_url, new_url):
+        """Decide whether Authorization header should be removed when redirecting."""
+        return old_url != new_url
+'''
+
+UTILS = '''\
+def super_len(o):
+    """Return the length of a body we are about to send."""
+    total_length = None
+    return total_length
+
+
+def get_netrc_auth(url):
+    """Returns the Requests tuple auth for a given url from netrc."""
+    return None
+'''
+
+TESTS = '''\
+def test_rebuild_method_redirect_get():
+    """Redirect after POST becomes GET."""
+    assert rebuild_method("POST") == "GET"
+
+
+def test_strip_auth_redirect():
+    assert should_strip_auth("http://a", "http://b")
+'''
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    root = tmp_path / "repo"
+    (root / "src" / "pkg").mkdir(parents=True)
+    (root / "tests").mkdir()
+    (root / "docs").mkdir()
+    (root / "src" / "pkg" / "sessions.py").write_text(SESSIONS)
+    (root / "src" / "pkg" / "utils.py").write_text(UTILS)
+    (root / "tests" / "test_sessions.py").write_text(TESTS)
+    (root / "docs" / "redirects.md").write_text("# Redirects\n\nA POST redirected with 303 becomes a GET.\n")
+    return root
+
+
+@pytest.fixture
+def small_chunks():  # type: ignore[no-untyped-def]
+    from codesearch.chunking import ChunkParams
+
+    return ChunkParams(target_tokens=40, overlap_tokens=8)
+
+
+def _cs(repo: Path, tmp_path: Path, embedder, **kwargs) -> CodeSearch:  # type: ignore[no-untyped-def]
+    return CodeSearch(repo, model=embedder, index_dir=tmp_path / "index", **kwargs)
+
+
+def test_index_report_and_search_modes(repo: Path, tmp_path: Path, hashing_embedder: HashingEmbedder) -> None:
+    cs = _cs(repo, tmp_path, hashing_embedder)
+    report = cs.index()
+    assert (report.files, report.chunks, report.embedded, report.reused, report.removed) == (4, 4, 4, 0, 0)
+    for mode in ("bm25", "dense", "hybrid"):
+        hits = cs.search("get_netrc_auth from netrc", k=2, mode=mode)
+        assert hits[0].path == "src/pkg/utils.py", mode
+        assert isinstance(hits[0], Hit) and hits[0].kind == "source"
+        assert hits[0].text == UTILS.rstrip("\n")
+        assert (hits[0].start_line, hits[0].end_line) == (1, 9)
+        assert str(hits[0]).startswith("src/pkg/utils.py:1-9  (")
+
+
+def test_scope_filters_before_top_k(repo: Path, tmp_path: Path, hashing_embedder: HashingEmbedder, small_chunks) -> None:  # type: ignore[no-untyped-def]
+    cs = _cs(repo, tmp_path, hashing_embedder, chunk_params=small_chunks)
+    cs.index()
+    everything = cs.search("redirect GET method", k=50, mode="bm25")
+    assert {h.kind for h in everything} == {"source", "test", "doc"}
+    source_only = [h for h in everything if h.kind == "source"]
+    for mode in ("bm25", "dense", "hybrid"):
+        hits = cs.search("redirect GET method", k=3, mode=mode, kinds={"source"})
+        assert len(hits) == 3 and all(h.kind == "source" for h in hits), mode
+    assert cs.search("redirect GET method", k=3, mode="bm25", kinds={"source"}) == source_only[:3]
+    assert all(h.path.startswith("src/") for h in cs.search("redirect", k=10, mode="hybrid", scope="src/"))
+    no_tests = cs.search("redirect", k=10, mode="hybrid", exclude=["tests/**"], exclude_kinds={"doc"})
+    assert no_tests and all(h.kind == "source" for h in no_tests)
+
+
+def test_incremental_update_reuses_unchanged_chunks(
+    repo: Path, tmp_path: Path, hashing_embedder: HashingEmbedder, small_chunks  # type: ignore[no-untyped-def]
+) -> None:
+    cs = _cs(repo, tmp_path, hashing_embedder, chunk_params=small_chunks)
+    first = cs.index()
+    assert first.embedded == first.chunks > 6
+
+    again = cs.index()
+    assert (again.embedded, again.reused, again.removed) == (0, first.chunks, 0)
+
+    sessions = repo / "src" / "pkg" / "sessions.py"
+    sessions.write_text(SESSIONS.replace('method = "GET"', 'method = "PUT"'))  # same length: boundaries stay
+    (repo / "docs" / "redirects.md").unlink()
+    edited = cs.index()
+    assert 1 <= edited.embedded <= 2
+    assert edited.removed == edited.embedded + 1  # the edited chunks' old versions and the doc
+    assert edited.reused == edited.chunks - edited.embedded
+    assert hashing_embedder.calls[-1] == edited.embedded
+
+    rebuilt = CodeSearch(repo, model=HashingEmbedder(), index_dir=tmp_path / "rebuilt", chunk_params=small_chunks)
+    rebuilt.index()
+    a, b = cs.store.load(), rebuilt.store.load()
+    assert [(c["path"], c["start_line"], c["end_line"], c["text"]) for c in a.chunks] == [
+        (c["path"], c["start_line"], c["end_line"], c["text"]) for c in b.chunks
+    ]
+    np.testing.assert_allclose(a.arrays["vectors"], b.arrays["vectors"], atol=1e-6)
+    for mode in ("bm25", "dense", "hybrid"):
+        query = "redirect method PUT"
+        assert cs.search(query, k=10, mode=mode) == rebuilt.search(query, k=10, mode=mode)
+
+
+def test_index_persists_and_reloads(repo: Path, tmp_path: Path, hashing_embedder: HashingEmbedder) -> None:
+    _cs(repo, tmp_path, hashing_embedder).index()
+    fresh = _cs(repo, tmp_path, HashingEmbedder())
+    hits = fresh.search("super_len body", k=1, mode="hybrid")
+    assert hits[0].path == "src/pkg/utils.py"
+    info = fresh.info()
+    assert info["model"] == "hashing" and info["chunks"] == 4 and info["files"] == 4
+    assert info["index_dir"] == str(tmp_path / "index")
+
+
+def test_search_builds_index_on_first_use(repo: Path, tmp_path: Path, hashing_embedder: HashingEmbedder) -> None:
+    cs = _cs(repo, tmp_path, hashing_embedder)
+    assert not cs.store.exists()
+    assert cs.search("should_strip_auth", k=1, mode="bm25", kinds={"source"})[0].path == "src/pkg/sessions.py"
+    assert cs.store.exists()
+
+
+def test_model_mismatch_is_refused(repo: Path, tmp_path: Path) -> None:
+    _cs(repo, tmp_path, HashingEmbedder(name="model-a")).index()
+    other = _cs(repo, tmp_path, HashingEmbedder(name="model-b"))  # same dimension, other model
+    for mode in ("dense", "hybrid"):
+        with pytest.raises(ModelMismatchError, match="model-a.*model-b.*re-index"):
+            other.search("redirect", mode=mode)
+    # Keyword search needs no model, so it still answers.
+    assert other.search("super_len", k=1, mode="bm25")[0].path == "src/pkg/utils.py"
+
+
+def test_keyword_search_never_loads_the_model(repo: Path, tmp_path: Path, hashing_embedder: HashingEmbedder) -> None:
+    _cs(repo, tmp_path, hashing_embedder).index()
+    cs = CodeSearch(repo, model="no-such-model-anywhere", index_dir=tmp_path / "index")
+    assert cs.search("super_len", k=1, mode="bm25")[0].path == "src/pkg/utils.py"
+    assert cs._embedder is None
+
+
+def test_reindex_with_another_model_re_embeds_everything(repo: Path, tmp_path: Path) -> None:
+    _cs(repo, tmp_path, HashingEmbedder(name="a")).index()
+    report = _cs(repo, tmp_path, HashingEmbedder(name="b")).index()
+    assert report.embedded == report.chunks and report.reused == 0
+
+
+def test_bad_input(repo: Path, tmp_path: Path, hashing_embedder: HashingEmbedder) -> None:
+    cs = _cs(repo, tmp_path, hashing_embedder)
+    with pytest.raises(ValueError, match="unknown mode"):
+        cs.search("x", mode="fuzzy")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="k must be"):
+        cs.search("x", k=0)
+    with pytest.raises(ValueError, match="kind"):
+        cs.search("x", kinds={"sauce"})
+    with pytest.raises(IndexNotFoundError):
+        cs.info()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "blank.py").write_text("\n\n")
+    with pytest.raises(EmptyRepositoryError, match="nothing to index"):
+        CodeSearch(empty, model=hashing_embedder, index_dir=tmp_path / "e").index()
+    with pytest.raises(RootNotFoundError):
+        CodeSearch(tmp_path / "missing", model=hashing_embedder, index_dir=tmp_path / "m").index()
+
+
+def test_requests_edit_one_function_embeds_only_its_chunks(requests_corpus: Path, tmp_path: Path) -> None:
+    repo = tmp_path / "requests"
+    shutil.copytree(requests_corpus, repo, symlinks=True)
+    cs = CodeSearch(repo, model=HashingEmbedder(), index_dir=tmp_path / "index")
+    first = cs.index()
+    assert (first.files, first.chunks, first.embedded) == (117, 318, 318)
+    sessions = repo / "src" / "requests" / "sessions.py"
+    text = sessions.read_text()
+    old = 'codes.moved and method == "POST"'
+    assert text.count(old) == 1
+    sessions.write_text(text.replace(old, 'codes.moved and method != "HEAD"'))  # a one-line fix in rebuild_method
+    report = cs.index()
+    assert 1 <= report.embedded <= 2, report
+    assert report.reused == 318 - report.embedded and report.removed == report.embedded
