@@ -226,7 +226,8 @@ class BM25(BaseEstimator):  # type: ignore[misc]
         if missing:
             _corrupt(f"missing {', '.join(missing)}")
         a = {key: np.asarray(arrays[key]) for key in _ARRAY_KEYS}
-        if a["format_version"].shape != () or int(a["format_version"]) != ARRAYS_FORMAT_VERSION:
+        version = a["format_version"]
+        if version.shape != () or version.dtype.kind not in "iu" or int(version) != ARRAYS_FORMAT_VERSION:
             _corrupt(f"format version {a['format_version']!r}, this codesearch reads {ARRAYS_FORMAT_VERSION}")
         for key in ("k1", "b", "epsilon", "avgdl"):
             if a[key].shape != () or a[key].dtype.kind != "f":

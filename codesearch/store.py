@@ -222,15 +222,14 @@ class IndexStore:
             IndexLockedError: another process (or thread) still holds the lock
                 after ``timeout``; the message names its pid and the lock file.
         """
-        blocking = timeout != 0
-        if not self._thread_lock.acquire(blocking, timeout if timeout > 0 else -1):
+        deadline = None if timeout < 0 else time.monotonic() + timeout
+        if not self._thread_lock.acquire(timeout != 0, timeout if timeout > 0 else -1):
             raise IndexLockedError(
                 f"the index at {self._directory} is being written by another thread of this "
                 f"process (pid {os.getpid()}); wait for it or pass a longer timeout"
             )
         try:
             if self._lock_depth == 0:
-                deadline = None if timeout < 0 else time.monotonic() + timeout
                 self._lock_fd = self._acquire_file_lock(deadline, timeout)
             self._lock_depth += 1
             try:
@@ -509,7 +508,7 @@ def _write_file(path: Path, data: bytes) -> dict[str, Any]:
 def _write_array(path: Path, array: np.ndarray) -> dict[str, Any]:
     with open(path, "xb") as handle:
         writer = _HashingWriter(handle)
-        np.save(writer, array, allow_pickle=False)  # type: ignore[arg-type]
+        np.save(writer, array, allow_pickle=False)
         handle.flush()
         os.fsync(handle.fileno())
     return {"size": writer.size, "sha256": writer.hexdigest()}

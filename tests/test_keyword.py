@@ -275,6 +275,7 @@ def test_to_arrays_does_not_share_memory() -> None:
     [
         (lambda a: a.pop("idf"), "missing idf"),
         (lambda a: a.update(format_version=np.array(99)), "format version"),
+        (lambda a: a.update(format_version=np.array("1")), "format version"),
         (lambda a: a.update(vocabulary=a["vocabulary"][:-1]), "do not fit"),
         (lambda a: a.update(indices=a["indices"] + 10**6), "do not fit"),
         (lambda a: a.update(vocabulary=a["vocabulary"].astype(object)), "kind 'U'"),
