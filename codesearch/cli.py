@@ -83,5 +83,105 @@ def stats(path: str, no_ignore: bool, as_json: bool) -> None:
     click.echo(f"chunker        {report.backend}")
 
 
+def index_options(command: F) -> F:
+    """Options shared by every command that touches an index."""
+    command = click.option(
+        "--index-dir", type=click.Path(file_okay=False), default=None,
+        help="Where the index lives (default: a folder in the user cache keyed by PATH).",
+    )(command)
+    command = click.option(
+        "--model", "-m", default="minilm", show_default=True,
+        help="Embedding model: minilm, bge-small, bge-m3, a hub id or a local model folder.",
+    )(command)
+    command = click.option("--int8", is_flag=True, help="Use the int8 export (if it passed its quality gate).")(command)
+    return command
+
+
+def _searcher(path: str, model: str, index_dir: str | None, int8: bool, no_ignore: bool = False):  # type: ignore[no-untyped-def]
+    from codesearch.search import CodeSearch
+
+    return CodeSearch(path, model=model, index_dir=index_dir, int8=int8, use_ignore_files=not no_ignore)
+
+
+@main.command()
+@path_argument
+@index_options
+@no_ignore_option
+@click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
+@json_option
+@reports_errors
+def index(path: str, model: str, index_dir: str | None, int8: bool, no_ignore: bool, quiet: bool, as_json: bool) -> None:
+    """Build the index of PATH, or bring it up to date (only changed chunks are embedded)."""
+    report = _searcher(path, model, index_dir, int8, no_ignore).index(progress=not quiet and not as_json)
+    if as_json:
+        _echo_json(report.as_dict())
+        return
+    click.echo(
+        f"indexed {report.files:,} files, {report.chunks:,} chunks: {report.embedded:,} embedded, "
+        f"{report.reused:,} reused, {report.removed:,} removed in {report.seconds:.1f} s"
+    )
+
+
+@main.command()
+@click.argument("query")
+@path_argument
+@index_options
+@click.option("-k", "k", type=click.IntRange(min=1), default=10, show_default=True, help="How many hits.")
+@click.option(
+    "--mode", type=click.Choice(["hybrid", "bm25", "dense"]), default="hybrid", show_default=True,
+    help="Keywords (bm25), meaning (dense) or both fused (hybrid).",
+)
+@click.option("--scope", default=None, help="Only paths under this prefix, e.g. src/.")
+@click.option("--include", multiple=True, help="Only paths matching this glob (.gitignore syntax); repeatable.")
+@click.option("--exclude", multiple=True, help="Leave out paths matching this glob (.gitignore syntax); repeatable.")
+@click.option("--kind", "kinds", multiple=True, type=click.Choice(["source", "test", "doc", "config"]),
+              help="Only chunks of this kind; repeatable.")
+@click.option("--no-tests", is_flag=True, help="Leave out test files.")
+@click.option("--no-docs", is_flag=True, help="Leave out documentation.")
+@click.option("--lines", "preview_lines", type=click.IntRange(min=0), default=4, show_default=True,
+              help="Lines of each hit to show.")
+@json_option
+@reports_errors
+def search(
+    query: str, path: str, model: str, index_dir: str | None, int8: bool, k: int, mode: str,
+    scope: str | None, include: tuple[str, ...], exclude: tuple[str, ...], kinds: tuple[str, ...],
+    no_tests: bool, no_docs: bool, preview_lines: int, as_json: bool,
+) -> None:
+    """Search PATH for QUERY; builds the index first if there is none."""
+    if not query.strip():
+        _fail("the query is empty; give words, a question or an identifier")
+    exclude_kinds = {kind for kind, flag in (("test", no_tests), ("doc", no_docs)) if flag}
+    hits = _searcher(path, model, index_dir, int8).search(
+        query, k=k, mode=mode, scope=scope, include=include, exclude=exclude,  # type: ignore[arg-type]
+        kinds=set(kinds) or None, exclude_kinds=exclude_kinds,
+    )
+    if as_json:
+        _echo_json([hit.as_dict() for hit in hits])
+        return
+    if not hits:
+        click.echo("no hits")
+    for rank, hit in enumerate(hits, start=1):
+        click.echo(click.style(f"{rank:>2}. {hit.location}", bold=True) + f"  {hit.kind}  {hit.score:.4f}")
+        for line in hit.text.splitlines()[:preview_lines]:
+            click.echo(f"      {line[:160]}")
+
+
+@main.command()
+@path_argument
+@click.option("--index-dir", type=click.Path(file_okay=False), default=None, help="Where the index lives.")
+@json_option
+@reports_errors
+def info(path: str, index_dir: str | None, as_json: bool) -> None:
+    """Describe the index of PATH: model, fingerprint, counts, location, last update."""
+    from codesearch.search import CodeSearch
+
+    facts = CodeSearch(path, model="minilm", index_dir=index_dir).info()
+    if as_json:
+        _echo_json(facts)
+        return
+    for key, value in facts.items():
+        click.echo(f"{key:<15}{value}")
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 import numpy as np
 
 from codesearch.chunking import ChunkParams, chunk_text
-from codesearch.exceptions import EmptyRepositoryError, IndexCorruptError, ModelMismatchError
+from codesearch.exceptions import EmptyRepositoryError, IndexCorruptError, ModelMismatchError, RootNotFoundError
 from codesearch.fusion import RRF_DEPTH, RRF_K, reciprocal_rank_fusion
 from codesearch.keyword import BM25, top_k
 from codesearch.scan import scan
@@ -138,6 +138,9 @@ class CodeSearch:
         lock_timeout: float = 30.0,
     ) -> None:
         self.root = Path(root).expanduser().absolute()
+        if not self.root.is_dir():
+            what = "not a directory" if self.root.exists() else "path does not exist"
+            raise RootNotFoundError(f"{what}: {root}")
         self.store = IndexStore(index_dir if index_dir is not None else default_index_dir(self.root))
         self.use_ignore_files = use_ignore_files
         self.chunk_params = chunk_params
