@@ -1,0 +1,245 @@
+"""Reliability of the whole indexing pipeline: kill -9, damaged files, many processes, links.
+
+Bounded in time: each test runs in well under a minute on two cores.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from codesearch import CodeSearch
+from codesearch.exceptions import IndexCorruptError, IndexLockedError
+from codesearch.store import IndexSnapshot, IndexStore
+from conftest import HashingEmbedder
+
+TESTS_DIR = Path(__file__).parent
+
+
+def _write_version(root: Path, version: int) -> None:
+    """Version 0 and 1 of a 40-file repository; 1 edits, adds and deletes files."""
+    for i in range(40):
+        body = "\n".join(f"def function_{i}_{j}(argument):\n    return argument * {j}\n" for j in range(30))
+        if version == 1 and i % 4 == 0:
+            body = body.replace("argument * 3", "argument ** 3 + 1")
+        path = root / "pkg" / f"module_{i}.py"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if version == 1 and i % 10 == 9:
+            path.unlink(missing_ok=True)
+            continue
+        path.write_text(body)
+    if version == 1:
+        (root / "pkg" / "added.py").write_text("def added_function():\n    return 42\n")
+    else:
+        (root / "pkg" / "added.py").unlink(missing_ok=True)
+
+
+def _state(snapshot: IndexSnapshot) -> tuple[object, ...]:
+    """What must survive a crash: chunks, vectors, BM25 arrays and the file table."""
+    manifest = {k: v for k, v in snapshot.manifest.items() if k != "updated"}
+    arrays = tuple((name, snapshot.arrays[name].tobytes()) for name in sorted(snapshot.arrays))
+    return (repr(sorted(manifest.items())), repr(snapshot.chunks), arrays)
+
+
+@pytest.fixture(scope="module")
+def reference_states(tmp_path_factory: pytest.TempPathFactory) -> dict[int, tuple[object, ...]]:
+    states = {}
+    for version in (0, 1):
+        root = tmp_path_factory.mktemp(f"ref{version}")
+        _write_version(root, version)
+        cs = CodeSearch(root, model=HashingEmbedder(), index_dir=root.parent / f"ref{version}-index")
+        cs.index()
+        snapshot = cs.store.load()
+        # Index paths are relative to the root and the root itself is recorded: normalise it.
+        snapshot.manifest["root"] = "ROOT"
+        states[version] = _state(snapshot)
+    return states
+
+
+def _index_in_child(root: Path, index_dir: Path) -> int:
+    """Fork a child that indexes ``root``; return its pid.
+
+    Forking (instead of starting a new interpreter) makes each trial cheap, so
+    many kill points fit in a short test; the child is still a separate process
+    killed by a real SIGKILL.
+    """
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - runs in the child
+        code = 1
+        try:
+            CodeSearch(root, model=HashingEmbedder(), index_dir=index_dir).index()
+            code = 0
+        finally:
+            os._exit(code)
+    return pid
+
+
+def test_kill_9_at_random_points_leaves_old_or_new_index(
+    tmp_path: Path, reference_states: dict[int, tuple[object, ...]]
+) -> None:
+    rng = random.Random(20261130)
+    outcomes = {"old": 0, "new": 0, "empty": 0}
+    trials = 60
+    root = tmp_path / "repo"
+    # One uninterrupted run first, so the kills spread over the whole of indexing.
+    _write_version(root, 1)
+    started = time.perf_counter()
+    _, status = os.waitpid(_index_in_child(root, tmp_path / "timing"), 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    duration = time.perf_counter() - started
+    for trial in range(trials):
+        index_dir = tmp_path / f"index{trial}"
+        full = trial % 3 == 0  # a third build from nothing, the rest update version 0 to 1
+        if not full:
+            _write_version(root, 0)
+            CodeSearch(root, model=HashingEmbedder(), index_dir=index_dir).index()
+        _write_version(root, 1)
+        pid = _index_in_child(root, index_dir)
+        time.sleep(rng.uniform(0.0, duration * 1.2))
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+
+        store = IndexStore(index_dir)
+        if not store.exists():
+            assert full, "an existing index vanished"
+            outcomes["empty"] += 1
+            continue
+        snapshot = store.load()  # never IndexCorruptError
+        snapshot.manifest["root"] = "ROOT"
+        state = _state(snapshot)
+        if state == reference_states[1]:
+            outcomes["new"] += 1
+        else:
+            assert state == reference_states[0], f"trial {trial}: index is neither the old nor the new state"
+            assert not full
+            outcomes["old"] += 1
+    assert sum(outcomes.values()) == trials
+    assert outcomes["new"] >= 1 and outcomes["old"] >= 1, outcomes
+
+
+def test_one_flipped_byte_in_any_index_file_is_detected(tmp_path: Path) -> None:
+    root = tmp_path / "repo"
+    _write_version(root, 0)
+    cs = CodeSearch(root, model=HashingEmbedder(), index_dir=tmp_path / "index")
+    cs.index()
+    files = sorted(p for p in (tmp_path / "index").rglob("*") if p.is_file() and p.name != "LOCK")
+    assert len(files) >= 4
+    rng = random.Random(7)
+    for path in files:
+        original = path.read_bytes()
+        position = rng.randrange(len(original))
+        damaged = bytearray(original)
+        damaged[position] ^= 0x01
+        path.write_bytes(bytes(damaged))
+        fresh = CodeSearch(root, model=HashingEmbedder(), index_dir=tmp_path / "index")
+        with pytest.raises(IndexCorruptError):
+            fresh.search("function_3_4", mode="bm25")
+        path.write_bytes(original)
+    assert CodeSearch(root, model=HashingEmbedder(), index_dir=tmp_path / "index").search("function_3_4", mode="bm25")
+
+
+_CONCURRENT = textwrap.dedent(
+    """
+    import sys, json
+    sys.path.insert(0, {tests!r})
+    from pathlib import Path
+    from codesearch import CodeSearch
+    from codesearch.exceptions import IndexLockedError
+    from conftest import HashingEmbedder
+
+    root, index_dir, role = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
+    outcome = {{"indexed": 0, "locked": 0, "searched": 0}}
+    for _ in range(4):
+        cs = CodeSearch(root, model=HashingEmbedder(), index_dir=index_dir, lock_timeout=0.2)
+        if role == "writer":
+            try:
+                cs.index()
+                outcome["indexed"] += 1
+            except IndexLockedError:
+                outcome["locked"] += 1
+        else:
+            hits = cs.search("function_7_3 argument", k=3, mode="hybrid")
+            assert hits and hits[0].path.startswith("pkg/")
+            outcome["searched"] += 1
+    print(json.dumps(outcome))
+    """
+)
+
+
+def test_eight_processes_index_and_search_the_same_root(tmp_path: Path) -> None:
+    import json
+
+    root, index_dir = tmp_path / "repo", tmp_path / "index"
+    _write_version(root, 0)
+    CodeSearch(root, model=HashingEmbedder(), index_dir=index_dir).index()
+    script = tmp_path / "worker_concurrent.py"
+    script.write_text(_CONCURRENT.format(tests=str(TESTS_DIR)))
+    roles = ["writer"] * 4 + ["reader"] * 4
+    procs = [
+        subprocess.Popen([sys.executable, str(script), str(root), str(index_dir), role],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for role in roles
+    ]
+    results = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+        results.append(json.loads(out))
+    writers, readers = results[:4], results[4:]
+    assert all(r["indexed"] + r["locked"] == 4 for r in writers)
+    assert sum(r["indexed"] for r in writers) >= 1
+    assert all(r["searched"] == 4 for r in readers)
+    final = CodeSearch(root, model=HashingEmbedder(), index_dir=index_dir)
+    snapshot = final.store.load()
+    assert len(snapshot.chunks) == len(snapshot.arrays["vectors"])
+    assert final.search("function_7_3", k=1, mode="bm25")[0].path == "pkg/module_7.py"
+
+
+def test_second_writer_gets_a_clear_lock_error(tmp_path: Path) -> None:
+    root = tmp_path / "repo"
+    _write_version(root, 0)
+    first = CodeSearch(root, model=HashingEmbedder(), index_dir=tmp_path / "index")
+    second = CodeSearch(root, model=HashingEmbedder(), index_dir=tmp_path / "index", lock_timeout=0)
+    holder = IndexStore(tmp_path / "index")
+    first.index()
+    code = (
+        "import sys, time; from codesearch.store import IndexStore\n"
+        f"s = IndexStore({str(tmp_path / 'index')!r})\n"
+        "with s.write_lock():\n    print('held', flush=True); time.sleep(30)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
+        with pytest.raises(IndexLockedError, match=str(proc.pid)):
+            second.index()
+    finally:
+        proc.kill()
+        proc.wait()
+    assert second.index().embedded == 0  # the killed holder's lock is gone
+    assert holder.exists()
+
+
+def test_symlink_loop_and_escape_end_the_walk_without_leaking(tmp_path: Path) -> None:
+    root = tmp_path / "repo"
+    _write_version(root, 0)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.py").write_text("def leaked_secret_function():\n    return 'password'\n")
+    os.symlink(root, root / "pkg" / "loop")
+    os.symlink(outside, root / "escape")
+    cs = CodeSearch(root, model=HashingEmbedder(), index_dir=tmp_path / "index")
+    report = cs.index()
+    assert report.files == 40
+    snapshot = cs.store.load()
+    assert not any("leaked_secret_function" in c["text"] for c in snapshot.chunks)
+    assert all(not c["path"].startswith(("escape/", "pkg/loop/")) for c in snapshot.chunks)
+    assert np.isfinite(snapshot.arrays["vectors"]).all()
