@@ -21,7 +21,13 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 import numpy as np
 
 from codesearch.chunking import ChunkParams, chunk_text
-from codesearch.exceptions import EmptyRepositoryError, IndexCorruptError, ModelMismatchError, RootNotFoundError
+from codesearch.exceptions import (
+    EmptyRepositoryError,
+    IndexCorruptError,
+    ModelMismatchError,
+    ModelNotAvailableError,
+    RootNotFoundError,
+)
 from codesearch.fusion import RRF_DEPTH, RRF_K, reciprocal_rank_fusion
 from codesearch.keyword import BM25, top_k
 from codesearch.scan import scan
@@ -113,7 +119,7 @@ class CodeSearch:
         model: a catalogue name (``"minilm"``, ``"bge-small"``, ``"bge-m3"``),
             a hub id or local model folder, a :class:`~codesearch.models.ModelSpec`,
             or an already loaded embedder. Loaded lazily: keyword search never
-            loads it.
+            loads it. ``None`` builds a keyword-only index (no vectors).
         index_dir: where the index lives; by default a folder in the user cache
             keyed by the absolute root.
         int8: use the int8-quantised export (only if it passed its quality gate).
@@ -129,7 +135,7 @@ class CodeSearch:
     def __init__(
         self,
         root: str | os.PathLike[str],
-        model: str | ModelSpec | TextEmbedder = DEFAULT_MODEL,
+        model: str | ModelSpec | TextEmbedder | None = DEFAULT_MODEL,
         *,
         index_dir: str | os.PathLike[str] | None = None,
         int8: bool = False,
@@ -155,7 +161,16 @@ class CodeSearch:
 
     @property
     def embedder(self) -> TextEmbedder:
-        """The embedding model, loaded (and exported if needed) on first use."""
+        """The embedding model, loaded (and exported if needed) on first use.
+
+        Raises:
+            ModelNotAvailableError: the model cannot be loaded, or this is a
+                keyword-only searcher (``model=None``).
+        """
+        if self._model is None:
+            raise ModelNotAvailableError(
+                "this searcher is keyword-only (model=None); pass a model to embed, or search with mode='bm25'"
+            )
         if self._embedder is None:
             from codesearch.embed import Embedder
 
@@ -191,21 +206,28 @@ class CodeSearch:
             )
         documents = [document_text(c.path, c.text) for c in chunks]
         keys = [chunk_key(d) for d in documents]
-        embedder = self.embedder
+        embedder = self.embedder if self._model is not None else None
 
         with self.store.write_lock(timeout=self.lock_timeout):
-            previous = self._previous_vectors(embedder)
-            missing = [i for i, key in enumerate(keys) if key not in previous]
-            fresh = embedder.embed_documents([documents[i] for i in missing], progress=progress)
-            vectors = np.empty((len(chunks), embedder.dim), dtype=np.float32)
-            fresh_rows = dict(zip(missing, fresh))
-            for i, key in enumerate(keys):
-                vectors[i] = fresh_rows[i] if i in fresh_rows else previous[key]
+            if embedder is None:
+                previous: dict[str, np.ndarray] = {}
+                missing: list[int] = []
+                vectors = np.zeros((len(chunks), 0), dtype=np.float32)
+                model_facts = None
+            else:
+                previous = self._previous_vectors(embedder)
+                missing = [i for i, key in enumerate(keys) if key not in previous]
+                fresh = embedder.embed_documents([documents[i] for i in missing], progress=progress)
+                vectors = np.empty((len(chunks), embedder.dim), dtype=np.float32)
+                fresh_rows = dict(zip(missing, fresh))
+                for i, key in enumerate(keys):
+                    vectors[i] = fresh_rows[i] if i in fresh_rows else previous[key]
+                model_facts = {"name": embedder.spec.name, "fingerprint": embedder.fingerprint, "dim": embedder.dim}
             bm25 = BM25().fit(documents)
             now = datetime.now(timezone.utc).isoformat(timespec="seconds")
             manifest = {
                 "root": str(self.root),
-                "model": {"name": embedder.spec.name, "fingerprint": embedder.fingerprint, "dim": embedder.dim},
+                "model": model_facts,
                 "chunker": {"kind": "lines", **asdict(self.chunk_params)},
                 "files": {f.path: f.sha256 for f in result.files},
                 "counts": {"files": len(result.files), "chunks": len(chunks)},
@@ -239,8 +261,7 @@ class CodeSearch:
             snapshot = self.store.load()
         except IndexCorruptError:
             return {}  # rebuild from scratch; the new commit replaces the damaged one
-        manifest = snapshot.manifest
-        if manifest.get("model", {}).get("fingerprint") != embedder.fingerprint:
+        if (snapshot.manifest.get("model") or {}).get("fingerprint") != embedder.fingerprint:
             return {}
         vectors = snapshot.arrays["vectors"]
         return {record["key"]: vectors[i] for i, record in enumerate(snapshot.chunks)}
@@ -333,8 +354,13 @@ class CodeSearch:
         return self._loaded
 
     def _check_model(self, manifest: dict[str, Any]) -> None:
-        stored = manifest.get("model", {})
         embedder = self.embedder
+        stored = manifest.get("model")
+        if stored is None:
+            raise ModelMismatchError(
+                f"the index at {self.store.directory} is keyword-only (built without a model); "
+                "search with mode='bm25' (--mode bm25) or re-index with a model"
+            )
         if stored.get("fingerprint") != embedder.fingerprint:
             raise ModelMismatchError(
                 f"the index at {self.store.directory} was built with model {stored.get('name')!r} "
@@ -353,12 +379,13 @@ class CodeSearch:
             IndexCorruptError: the manifest is damaged.
         """
         manifest = self.store.read_manifest()
+        model = manifest.get("model") or {}
         return {
             "root": manifest.get("root"),
             "index_dir": str(self.store.directory),
-            "model": manifest.get("model", {}).get("name"),
-            "fingerprint": manifest.get("model", {}).get("fingerprint"),
-            "dim": manifest.get("model", {}).get("dim"),
+            "model": model.get("name"),
+            "fingerprint": model.get("fingerprint"),
+            "dim": model.get("dim"),
             "files": manifest.get("counts", {}).get("files"),
             "chunks": manifest.get("counts", {}).get("chunks"),
             "chunker": manifest.get("chunker"),

@@ -211,3 +211,17 @@ def test_requests_edit_one_function_embeds_only_its_chunks(requests_corpus: Path
     report = cs.index()
     assert 1 <= report.embedded <= 2, report
     assert report.reused == 318 - report.embedded and report.removed == report.embedded
+
+
+def test_keyword_only_index(repo: Path, tmp_path: Path) -> None:
+    cs = CodeSearch(repo, model=None, index_dir=tmp_path / "index")
+    report = cs.index()
+    assert (report.embedded, report.chunks) == (0, 4)
+    assert cs.search("super_len", k=1, mode="bm25")[0].path == "src/pkg/utils.py"
+    assert cs.info()["model"] is None
+    with pytest.raises(ModelMismatchError, match="keyword-only"):
+        CodeSearch(repo, model=HashingEmbedder(), index_dir=tmp_path / "index").search("super_len", mode="hybrid")
+    from codesearch.exceptions import ModelNotAvailableError
+
+    with pytest.raises(ModelNotAvailableError, match="keyword-only"):
+        cs.search("super_len", mode="dense")
