@@ -42,11 +42,12 @@ import shutil
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, BinaryIO, NamedTuple
 
 import numpy as np
 import platformdirs
@@ -194,6 +195,14 @@ class IndexStore:
         self._thread_lock = threading.RLock()
         self._lock_fd: int | None = None
         self._lock_depth = 0
+        _STORES.add(self)
+
+    def _forget_lock_in_forked_child(self) -> None:
+        # A forked child shares the parent's lock; closing its copy of the
+        # descriptor lets the lock go when the parent releases it or dies.
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+        self._lock_fd, self._lock_depth, self._thread_lock = None, 0, threading.RLock()
 
     @property
     def directory(self) -> Path:
@@ -213,7 +222,8 @@ class IndexStore:
 
         The lock is an OS file lock on ``DIR/LOCK``, so the kernel drops it when
         its holder dies, even by ``kill -9``: a lock left by a killed process
-        never blocks. Re-entrant on the same store object and thread.
+        never blocks. Re-entrant on the same store object and thread; a child
+        forked while it is held does not hold it.
 
         Args:
             timeout: seconds to wait; 0 fails at once, a negative value waits forever.
@@ -228,6 +238,7 @@ class IndexStore:
                 f"the index at {self._directory} is being written by another thread of this "
                 f"process (pid {os.getpid()}); wait for it or pass a longer timeout"
             )
+        owner = os.getpid()
         try:
             if self._lock_depth == 0:
                 self._lock_fd = self._acquire_file_lock(deadline, timeout)
@@ -235,12 +246,14 @@ class IndexStore:
             try:
                 yield
             finally:
-                self._lock_depth -= 1
-                if self._lock_depth == 0 and self._lock_fd is not None:
-                    fd, self._lock_fd = self._lock_fd, None
-                    _release_file_lock(fd)
+                if os.getpid() == owner:  # a forked child leaving the block owns nothing
+                    self._lock_depth -= 1
+                    if self._lock_depth == 0 and self._lock_fd is not None:
+                        fd, self._lock_fd = self._lock_fd, None
+                        _release_file_lock(fd)
         finally:
-            self._thread_lock.release()
+            if os.getpid() == owner:
+                self._thread_lock.release()
 
     def save(self, snapshot: IndexSnapshot, *, timeout: float = 0.0) -> int:
         """Commit ``snapshot`` as the new live generation, atomically.
@@ -433,10 +446,26 @@ class IndexStore:
             raise self._corrupt(manifest_path, f"unreadable: {err}") from err
         if not full:
             return manifest
+        with ExitStack() as stack:
+            # Open every file before reading any: an open file stays readable on
+            # POSIX even if a writer's clean-up deletes it, so a slow reader is
+            # not starved by frequent commits.
+            handles: dict[str, BinaryIO] = {
+                name: stack.enter_context(open(gen_dir / name, "rb")) for name in files
+            }
+            return self._read_files(gen_dir, handles, files, array_meta, manifest)
 
+    def _read_files(
+        self,
+        gen_dir: Path,
+        handles: dict[str, BinaryIO],
+        files: dict[str, dict[str, Any]],
+        array_meta: dict[str, dict[str, Any]],
+        manifest: dict[str, Any],
+    ) -> IndexSnapshot:
         chunks_path = gen_dir / _CHUNKS
         try:
-            chunks = json.loads(_read_verified(chunks_path, files[_CHUNKS]))
+            chunks = json.loads(_read_verified(handles[_CHUNKS], files[_CHUNKS]))
             if not isinstance(chunks, list):
                 raise TypeError("chunks must be a list")
         except _ChecksumMismatch as err:
@@ -448,7 +477,7 @@ class IndexStore:
         for name, meta in array_meta.items():
             path = gen_dir / f"{name}.npy"
             try:
-                data = _read_verified(path, files[path.name])
+                data = _read_verified(handles[path.name], files[path.name])
                 array = np.load(io.BytesIO(data), allow_pickle=False)
                 if array.dtype.str != meta["dtype"] or list(array.shape) != meta["shape"]:
                     raise ValueError(f"dtype/shape {array.dtype.str}{array.shape} differ from the manifest")
@@ -460,7 +489,7 @@ class IndexStore:
         try:
             return IndexSnapshot(manifest=manifest, chunks=chunks, arrays=arrays)
         except (ValueError, TypeError) as err:
-            raise self._corrupt(manifest_path, f"invalid content: {err}") from err
+            raise self._corrupt(gen_dir / _MANIFEST, f"invalid content: {err}") from err
 
     def _corrupt(self, path: Path, reason: str) -> IndexCorruptError:
         return IndexCorruptError(
@@ -514,8 +543,8 @@ def _write_array(path: Path, array: np.ndarray) -> dict[str, Any]:
     return {"size": writer.size, "sha256": writer.hexdigest()}
 
 
-def _read_verified(path: Path, meta: dict[str, Any]) -> bytes:
-    data = path.read_bytes()
+def _read_verified(handle: BinaryIO, meta: dict[str, Any]) -> bytes:
+    data = handle.read()
     if len(data) != meta["size"]:
         raise _ChecksumMismatch(f"{len(data)} bytes where the manifest records {meta['size']}")
     if hashlib.sha256(data).hexdigest() != meta["sha256"]:
@@ -578,6 +607,18 @@ def _unlink_quietly(path: Path) -> None:
         os.unlink(path)
     except OSError:
         pass
+
+
+_STORES: weakref.WeakSet[IndexStore] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for store in list(_STORES):
+        store._forget_lock_in_forked_child()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _fsync_dir(path: Path) -> None:
