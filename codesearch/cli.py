@@ -35,6 +35,8 @@ def reports_errors(command: F) -> F:
             _fail(str(exc))
         except KeyboardInterrupt:
             _fail("interrupted")
+        except ImportError as exc:
+            _fail(f"a required package is missing ({exc}); reinstall codesearch-hybrid with its dependencies")
         except OSError as exc:
             _fail(f"{exc.strerror or exc}: {exc.filename}" if exc.filename else str(exc))
 
@@ -91,7 +93,7 @@ def index_options(command: F) -> F:
     )(command)
     command = click.option(
         "--model", "-m", default="minilm", show_default=True,
-        help="Embedding model: minilm, bge-small, bge-m3, a hub id or a local model folder.",
+        help="Embedding model: minilm, bge-small, bge-m3, a hub id, a local model folder, or none (keywords only).",
     )(command)
     command = click.option("--int8", is_flag=True, help="Use the int8 export (if it passed its quality gate).")(command)
     return command
@@ -100,7 +102,8 @@ def index_options(command: F) -> F:
 def _searcher(path: str, model: str, index_dir: str | None, int8: bool, no_ignore: bool = False):  # type: ignore[no-untyped-def]
     from codesearch.search import CodeSearch
 
-    return CodeSearch(path, model=model, index_dir=index_dir, int8=int8, use_ignore_files=not no_ignore)
+    return CodeSearch(path, model=None if model.lower() == "none" else model, index_dir=index_dir, int8=int8,
+                      use_ignore_files=not no_ignore)
 
 
 @main.command()
@@ -108,11 +111,18 @@ def _searcher(path: str, model: str, index_dir: str | None, int8: bool, no_ignor
 @index_options
 @no_ignore_option
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
+@click.option("--wait", type=click.FloatRange(min=0), default=30.0, show_default=True,
+              help="Seconds to wait for another process writing the same index.")
 @json_option
 @reports_errors
-def index(path: str, model: str, index_dir: str | None, int8: bool, no_ignore: bool, quiet: bool, as_json: bool) -> None:
+def index(
+    path: str, model: str, index_dir: str | None, int8: bool, no_ignore: bool, quiet: bool, wait: float,
+    as_json: bool,
+) -> None:
     """Build the index of PATH, or bring it up to date (only changed chunks are embedded)."""
-    report = _searcher(path, model, index_dir, int8, no_ignore).index(progress=not quiet and not as_json)
+    searcher = _searcher(path, model, index_dir, int8, no_ignore)
+    searcher.lock_timeout = wait
+    report = searcher.index(progress=not quiet and not as_json)
     if as_json:
         _echo_json(report.as_dict())
         return

@@ -19,7 +19,8 @@ that widely used reference to rounding::
 
 and a term in more than half of the documents (negative idf) gets
 ``epsilon * mean(idf)`` instead, the mean taken over the whole vocabulary
-before flooring. Like ``BM25Okapi``, a query term that appears twice counts
+before flooring (``epsilon * ln 2`` when that mean is not positive, which only
+happens in corpora of a handful of documents). Like ``BM25Okapi``, a query term that appears twice counts
 twice, and query terms outside the vocabulary score nothing.
 
 A fitted estimator is saved without pickle: :meth:`BM25.to_arrays` gives plain
@@ -311,7 +312,12 @@ def _bm25_weights(
     avgdl = float(doc_len.sum()) / n_docs
     df = np.bincount(counts.indices, minlength=n_terms).astype(np.float64)
     idf = np.log(n_docs - df + 0.5) - np.log(df + 0.5)
-    idf[idf < 0] = epsilon * idf.mean()
+    mean_idf = idf.mean()
+    # rank_bm25 floors negative idf at epsilon * mean(idf). In a corpus of a few
+    # documents the mean itself can be negative or zero, and then a document
+    # that matches would score below one that matches nothing; there the floor
+    # is epsilon * ln 2 instead (never reached on real repositories).
+    idf[idf < 0] = epsilon * (mean_idf if mean_idf > 0 else math.log(2))
     tf = counts.data.astype(np.float64)
     rows = np.repeat(np.arange(n_docs), np.diff(counts.indptr))
     norm = k1 * (1 - b + b * doc_len[rows] / avgdl)

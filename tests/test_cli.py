@@ -73,3 +73,84 @@ def test_stats_requests_json(requests_corpus: Path) -> None:
     data = json.loads(result.output)
     assert (data["files_seen"], data["files_indexed"], data["bytes"], data["chunks"]) == (129, 117, 625_261, 318)
     assert data["skipped"]["binary"] == 10
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "codesearch.cli", *args], capture_output=True, text=True, timeout=300)
+
+
+def _one_line_error(proc: subprocess.CompletedProcess[str], *needles: str) -> None:
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: "), proc.stderr
+    for needle in needles:
+        assert needle in lines[0]
+
+
+@pytest.fixture
+def keyword_index(repo: Path, tmp_path: Path) -> Path:
+    from codesearch import CodeSearch
+
+    index_dir = tmp_path / "index"
+    CodeSearch(repo, model=None, index_dir=index_dir).index()
+    return index_dir
+
+
+def test_search_bm25_json_on_keyword_index(repo: Path, keyword_index: Path) -> None:
+    proc = _run("search", "main", str(repo), "--mode", "bm25", "--index-dir", str(keyword_index), "--json")
+    assert proc.returncode == 0, proc.stderr
+    hits = json.loads(proc.stdout)
+    assert hits[0]["path"] == "src/app.py" and hits[0]["kind"] == "source"
+    assert set(hits[0]) == {"path", "start_line", "end_line", "score", "kind", "text"}
+    human = _run("search", "main", str(repo), "--mode", "bm25", "--index-dir", str(keyword_index))
+    assert "src/app.py:1-2" in human.stdout and "def main():" in human.stdout
+
+
+def test_info_json(repo: Path, keyword_index: Path) -> None:
+    proc = _run("info", str(repo), "--index-dir", str(keyword_index), "--json")
+    facts = json.loads(proc.stdout)
+    assert facts["chunks"] == 1 and facts["files"] == 1 and facts["index_dir"] == str(keyword_index)
+
+
+def test_errors_are_one_line(repo: Path, keyword_index: Path, tmp_path: Path) -> None:
+    _one_line_error(_run("search", "x", str(repo / "missing")), "does not exist")
+    _one_line_error(_run("info", str(repo), "--index-dir", str(tmp_path / "none")), "codesearch index")
+    _one_line_error(_run("search", "   ", str(repo), "--index-dir", str(keyword_index)), "query is empty")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    _one_line_error(_run("index", str(empty), "--index-dir", str(tmp_path / "e")), "nothing to index")
+    _one_line_error(_run("search", "main", str(repo), "--mode", "hybrid", "--index-dir", str(keyword_index)),
+                    "keyword-only")
+
+
+def test_damaged_index_is_one_line_error(repo: Path, keyword_index: Path) -> None:
+    target = next(p for p in sorted(keyword_index.rglob("*.json")) if p.is_file())
+    data = bytearray(target.read_bytes())
+    data[len(data) // 2] ^= 0x20
+    target.write_bytes(bytes(data))
+    _one_line_error(_run("search", "main", str(repo), "--mode", "bm25", "--index-dir", str(keyword_index)))
+
+
+def test_lock_held_is_one_line_error(repo: Path, keyword_index: Path) -> None:
+    code = (
+        "import time; from codesearch.store import IndexStore\n"
+        f"with IndexStore({str(keyword_index)!r}).write_lock():\n    print('held', flush=True); time.sleep(60)\n"
+    )
+    holder = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        from codesearch import CodeSearch
+        from codesearch.exceptions import IndexLockedError
+
+        with pytest.raises(IndexLockedError, match=str(holder.pid)):
+            CodeSearch(repo, model=None, index_dir=keyword_index, lock_timeout=0).index()
+        proc = subprocess.run(
+            [sys.executable, "-m", "codesearch.cli", "index", str(repo), "--model", "none",
+             "--index-dir", str(keyword_index), "--wait", "0.5"],
+            capture_output=True, text=True, timeout=120,
+        )
+        _one_line_error(proc, "being written", str(holder.pid))
+    finally:
+        holder.kill()
+        holder.wait()

@@ -51,7 +51,8 @@ def naive_bm25(
     avgdl = sum(len(d) for d in docs) / n
     df = Counter(term for d in docs for term in set(d))
     idf = {term: math.log((n - f + 0.5) / (f + 0.5)) for term, f in df.items()}
-    floor = epsilon * sum(idf.values()) / len(idf)
+    mean = sum(idf.values()) / len(idf)
+    floor = epsilon * (mean if mean > 0 else math.log(2))  # codesearch's guard for tiny corpora
     idf = {term: (v if v >= 0 else floor) for term, v in idf.items()}
     scores = []
     for d in docs:
@@ -334,3 +335,11 @@ def test_top_k_matches_sorting(scores: list[float], k: int, data: st.DataObject)
     arr, mask = np.array(scores, dtype=np.float64), np.array(keep, dtype=bool)
     expected = [i for i in reference_top(arr, len(scores)) if keep[i]][:k]
     assert top_k(arr, k, mask=mask).tolist() == expected
+
+
+def test_single_document_still_matches_its_words() -> None:
+    # With one document every term has negative Okapi idf and rank_bm25's floor
+    # (epsilon * mean idf) is negative too; codesearch floors at epsilon * ln 2.
+    bm25 = BM25().fit(["def main():\n    return 1"])
+    assert bm25.score("main")[0] > 0
+    assert bm25.score("unrelated")[0] == 0
