@@ -13,7 +13,7 @@ import hashlib
 import os
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -28,8 +28,10 @@ from codesearch.exceptions import (
     ModelNotAvailableError,
     RootNotFoundError,
 )
-from codesearch.fusion import RRF_DEPTH, RRF_K, reciprocal_rank_fusion
+from codesearch.fusion import reciprocal_rank_fusion
 from codesearch.keyword import BM25, top_k
+from codesearch.ranking import DEFAULT as DEFAULT_RANKING
+from codesearch.ranking import Ranking, query_identifiers, rerank, resolve_ranking, symbol_names
 from codesearch.scan import scan
 from codesearch.scope import Scope, kind_of
 from codesearch.store import IndexSnapshot, IndexStore, default_index_dir
@@ -39,7 +41,10 @@ if TYPE_CHECKING:
 
 Mode = Literal["bm25", "dense", "hybrid"]
 MODES: tuple[Mode, ...] = ("bm25", "dense", "hybrid")
+Chunking = Literal["definitions", "lines"]
+CHUNKINGS: tuple[Chunking, ...] = ("definitions", "lines")
 DEFAULT_MODEL = "minilm"
+DEFAULT_NON_SOURCE_PENALTY = DEFAULT_RANKING.non_source_penalty
 _BM25_PREFIX = "bm25_"
 
 
@@ -124,7 +129,13 @@ class CodeSearch:
             keyed by the absolute root.
         int8: use the int8-quantised export (only if it passed its quality gate).
         use_ignore_files: honour ``.gitignore`` and ``.codesearchignore``.
-        chunk_params: line-window sizes.
+        chunking: ``"definitions"`` (default) cuts code along functions,
+            classes and methods and records the symbols each chunk defines;
+            ``"lines"`` is the published line-window chunker.
+        ranking: ``"default"`` (symbol matches and source-first on top of
+            RRF), ``"article"`` (the published plain RRF) or a
+            :class:`~codesearch.ranking.Ranking`.
+        chunk_params: chunk sizes.
         lock_timeout: seconds to wait for another writer of the same index.
 
     Example:
@@ -140,15 +151,21 @@ class CodeSearch:
         index_dir: str | os.PathLike[str] | None = None,
         int8: bool = False,
         use_ignore_files: bool = True,
+        chunking: Chunking = "definitions",
+        ranking: str | Ranking = "default",
         chunk_params: ChunkParams = ChunkParams(),
         lock_timeout: float = 30.0,
     ) -> None:
+        if chunking not in CHUNKINGS:
+            raise ValueError(f"unknown chunking {chunking!r}; use one of {', '.join(CHUNKINGS)}")
         self.root = Path(root).expanduser().absolute()
         if not self.root.is_dir():
             what = "not a directory" if self.root.exists() else "path does not exist"
             raise RootNotFoundError(f"{what}: {root}")
         self.store = IndexStore(index_dir if index_dir is not None else default_index_dir(self.root))
         self.use_ignore_files = use_ignore_files
+        self.chunking = chunking
+        self.ranking = resolve_ranking(ranking)
         self.chunk_params = chunk_params
         self.lock_timeout = lock_timeout
         self._model = model
@@ -198,7 +215,8 @@ class CodeSearch:
         """
         started = time.perf_counter()
         result = scan(self.root, use_ignore_files=self.use_ignore_files)
-        chunks = [chunk for source in result.files for chunk in chunk_text(source.path, source.text, self.chunk_params)]
+        cut = _chunker(self.chunking)
+        chunks = [chunk for source in result.files for chunk in cut(source.path, source.text, self.chunk_params)]
         if not chunks:
             raise EmptyRepositoryError(
                 f"nothing to index under {self.root}: {result.files_seen} files seen, "
@@ -228,14 +246,14 @@ class CodeSearch:
             manifest = {
                 "root": str(self.root),
                 "model": model_facts,
-                "chunker": {"kind": "lines", **asdict(self.chunk_params)},
+                "chunker": {"kind": self.chunking, **asdict(self.chunk_params)},
                 "files": {f.path: f.sha256 for f in result.files},
                 "counts": {"files": len(result.files), "chunks": len(chunks)},
                 "updated": now,
             }
             records = [
                 {"path": c.path, "start_line": c.start_line, "end_line": c.end_line, "kind": kind_of(c.path),
-                 "key": key, "text": c.text}
+                 "key": key, "symbols": list(c.symbols), "text": c.text}
                 for c, key in zip(chunks, keys)
             ]
             arrays = {"vectors": vectors, **{_BM25_PREFIX + k: v for k, v in bm25.to_arrays().items()}}
@@ -279,8 +297,7 @@ class CodeSearch:
         exclude: str | Iterable[str] = (),
         kinds: str | Iterable[str] | None = None,
         exclude_kinds: str | Iterable[str] = (),
-        rrf_k: float = RRF_K,
-        rrf_depth: int = RRF_DEPTH,
+        source_first: bool | None = None,
     ) -> list[Hit]:
         """Find the ``k`` chunks that best answer ``query``.
 
@@ -294,15 +311,18 @@ class CodeSearch:
             exclude: gitignore-style globs that drop a path.
             kinds: only these kinds (``source``, ``test``, ``doc``, ``config``).
             exclude_kinds: drop these kinds.
-            rrf_k: fusion smoothing constant.
-            rrf_depth: how many hits of each list take part in fusion.
+            source_first: override the ranking's source-first setting for this
+                query (``False`` ranks tests and docs purely on relevance).
 
         Filtering happens before the top-k cut, so asking for 10 source hits
-        returns 10 source hits when there are that many.
+        returns 10 source hits when there are that many. With the default
+        ranking, definitions of identifiers named in the query come first and
+        tests/docs/config rank below source hits of similar relevance.
 
         Returns:
-            Hits, best first. Scores are BM25 scores, cosine similarities or
-            fused RRF scores, by mode.
+            Hits in rank order. Scores are BM25 scores, cosine similarities or
+            fused RRF scores, by mode; a definition moved up by a symbol match
+            keeps its own score (0.0 if the mode did not retrieve it).
 
         Raises:
             ValueError: an unknown mode or kind, or ``k`` below 1.
@@ -313,25 +333,31 @@ class CodeSearch:
         if k < 1:
             raise ValueError(f"k must be at least 1, got {k}")
         where = Scope(prefix=scope, include=include, exclude=exclude, kinds=kinds, exclude_kinds=exclude_kinds)
+        ranking = self.ranking
+        if source_first is not None:
+            penalty = max(ranking.non_source_penalty, DEFAULT_NON_SOURCE_PENALTY) if source_first else 1.0
+            ranking = replace(ranking, non_source_penalty=penalty)
         loaded = self._ensure_loaded(need_model=mode != "bm25")
         mask = None if where.is_unrestricted else where.mask(loaded.paths, loaded.kinds)
 
+        # Re-ranking may pull hits up from below the cut, so take a deeper list first.
+        depth = max(k, ranking.rrf_depth) * (4 if ranking.adjusts else 1)
         if mode == "bm25":
-            ranked = self._bm25_ranking(loaded, query, k, mask)
+            ranked = self._bm25_ranking(loaded, query, depth, mask)
         elif mode == "dense":
-            ranked = self._dense_ranking(loaded, query, k, mask)
+            ranked = self._dense_ranking(loaded, query, depth, mask)
         else:
-            depth = max(rrf_depth, k)
-            fused = reciprocal_rank_fusion(
+            ranked = reciprocal_rank_fusion(
                 [
-                    [i for i, _ in self._bm25_ranking(loaded, query, depth, mask)],
-                    [i for i, _ in self._dense_ranking(loaded, query, depth, mask)],
+                    [i for i, _ in self._bm25_ranking(loaded, query, max(k, ranking.rrf_depth), mask)],
+                    [i for i, _ in self._dense_ranking(loaded, query, max(k, ranking.rrf_depth), mask)],
                 ],
-                k=rrf_k,
-                depth=rrf_depth,
+                k=ranking.rrf_k,
+                depth=ranking.rrf_depth,
             )
-            ranked = fused[:k]
-        return [loaded.hit(i, score) for i, score in ranked]
+        defining = loaded.defining(query, mask) if ranking.symbol_matches else []
+        ranked = rerank(ranked, loaded.kinds, ranking, defining)
+        return [loaded.hit(i, score) for i, score in ranked[:k]]
 
     def _bm25_ranking(self, loaded: _LoadedIndex, query: str, k: int, mask: np.ndarray | None) -> list[tuple[int, float]]:
         scores = loaded.bm25.score(query)
@@ -394,6 +420,15 @@ class CodeSearch:
         }
 
 
+def _chunker(chunking: Chunking):  # type: ignore[no-untyped-def]
+    """The chunking function for a chunking name."""
+    if chunking == "lines":
+        return chunk_text
+    from codesearch.definitions import chunk_definitions
+
+    return chunk_definitions
+
+
 @dataclass(slots=True)
 class _LoadedIndex:
     """An index in memory, ready to answer queries."""
@@ -405,9 +440,25 @@ class _LoadedIndex:
     paths: list[str] = field(init=False)
     kinds: list[str] = field(init=False)
 
+    symbols: dict[str, list[int]] = field(init=False)
+
     def __post_init__(self) -> None:
         self.paths = [c["path"] for c in self.chunks]
         self.kinds = [c["kind"] for c in self.chunks]
+        self.symbols = {}
+        for i, chunk in enumerate(self.chunks):
+            for symbol in chunk.get("symbols", ()):
+                for name in symbol_names(symbol):
+                    self.symbols.setdefault(name, []).append(i)
+
+    def defining(self, query: str, mask: np.ndarray | None) -> list[int]:
+        """Chunks (in scope) that define an identifier named in ``query``, source first, in file order."""
+        found: list[int] = []
+        for name in query_identifiers(query):
+            for i in self.symbols.get(name, ()):
+                if i not in found and (mask is None or mask[i]):
+                    found.append(i)
+        return sorted(found, key=lambda i: self.kinds[i] != "source")
 
     @classmethod
     def from_snapshot(cls, snapshot: IndexSnapshot) -> _LoadedIndex:

@@ -200,7 +200,7 @@ def test_bad_input(repo: Path, tmp_path: Path, hashing_embedder: HashingEmbedder
 def test_requests_edit_one_function_embeds_only_its_chunks(requests_corpus: Path, tmp_path: Path) -> None:
     repo = tmp_path / "requests"
     shutil.copytree(requests_corpus, repo, symlinks=True)
-    cs = CodeSearch(repo, model=HashingEmbedder(), index_dir=tmp_path / "index")
+    cs = CodeSearch(repo, model=HashingEmbedder(), index_dir=tmp_path / "index", chunking="lines")
     first = cs.index()
     assert (first.files, first.chunks, first.embedded) == (117, 318, 318)
     sessions = repo / "src" / "requests" / "sessions.py"
@@ -225,3 +225,20 @@ def test_keyword_only_index(repo: Path, tmp_path: Path) -> None:
 
     with pytest.raises(ModelNotAvailableError, match="keyword-only"):
         cs.search("super_len", mode="dense")
+
+
+def test_requests_edit_that_shifts_lines_stays_local_with_definition_chunks(requests_corpus: Path, tmp_path: Path) -> None:
+    repo = tmp_path / "requests"
+    shutil.copytree(requests_corpus, repo, symlinks=True)
+    cs = CodeSearch(repo, model=HashingEmbedder(), index_dir=tmp_path / "index")
+    first = cs.index()
+    sessions = repo / "src" / "requests" / "sessions.py"
+    text = sessions.read_text()
+    old = '        if response.status_code == codes.moved and method == "POST":\n'
+    assert text.count(old) == 1
+    # A longer line and an extra line: every later line window would shift.
+    sessions.write_text(text.replace(old, "        # 301 after POST: browsers switch to GET\n" + old.replace("==", "in (")
+                                     .replace(' "POST":', ' ("POST",)):')))
+    report = cs.index()
+    assert 1 <= report.embedded <= 2, report
+    assert report.chunks == first.chunks and report.reused == first.chunks - report.embedded
