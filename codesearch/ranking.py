@@ -40,6 +40,8 @@ class Ranking:
     Attributes:
         rrf_k: RRF smoothing constant.
         rrf_depth: how many hits of each list vote in RRF.
+        bm25_weight: weight of the keyword list's votes in RRF.
+        dense_weight: weight of the embedding list's votes in RRF.
         symbol_matches: put the definitions of identifiers named in the query first.
         non_source_penalty: a test/doc/config hit at position ``p`` sorts as if
             at ``p * non_source_penalty``; 1.0 turns source-first off.
@@ -47,8 +49,10 @@ class Ranking:
 
     rrf_k: float = RRF_K
     rrf_depth: int = RRF_DEPTH
+    bm25_weight: float = 1.0
+    dense_weight: float = 1.0
     symbol_matches: bool = True
-    non_source_penalty: float = 2.0
+    non_source_penalty: float = 3.0
 
     def __post_init__(self) -> None:
         if self.rrf_k < 0 or self.rrf_depth < 1:

@@ -354,6 +354,7 @@ class CodeSearch:
                 ],
                 k=ranking.rrf_k,
                 depth=ranking.rrf_depth,
+                weights=(ranking.bm25_weight, ranking.dense_weight),
             )
         defining = loaded.defining(query, mask) if ranking.symbol_matches else []
         ranked = rerank(ranked, loaded.kinds, ranking, defining)

@@ -40,7 +40,7 @@ def test_rerank_by_hand() -> None:
     kinds = ["test", "source", "doc", "source", "source"]
     ranked = [(0, 9.0), (1, 8.0), (2, 7.0), (3, 6.0)]
     # Source-first, penalty 2: effective positions 0:2, 1:2, 2:6, 3:4; the tie at 2 goes to source.
-    assert [i for i, _ in rerank(ranked, kinds, Ranking(symbol_matches=False))] == [1, 0, 3, 2]
+    assert [i for i, _ in rerank(ranked, kinds, Ranking(symbol_matches=False, non_source_penalty=2.0))] == [1, 0, 3, 2]
     # Penalty 1.5: 0:1.5, 1:2, 2:4.5, 3:4 -- a clearly better test hit stays ahead.
     assert [i for i, _ in rerank(ranked, kinds, Ranking(symbol_matches=False, non_source_penalty=1.5))] == [0, 1, 3, 2]
     assert rerank(ranked, kinds, Ranking(symbol_matches=False, non_source_penalty=1.0)) == ranked
