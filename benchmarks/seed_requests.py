@@ -250,7 +250,7 @@ def _searcher(repo: Path, embedder: Any, index_dir: Path, mode: str) -> CodeSear
 
 
 # The published configuration, as CodeSearch options.
-ARTICLE_OPTIONS: dict[str, Any] = {}
+ARTICLE_OPTIONS: dict[str, Any] = {"chunking": "lines", "ranking": "article"}
 
 
 # -- ranks -----------------------------------------------------------------------
@@ -338,11 +338,15 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 
 
 def plot(path: Path, rows: Sequence[dict[str, Any]], columns: Sequence[str], total: int) -> None:
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError:
+        raise SystemExit("error: --plot needs matplotlib: pip install 'codesearch-hybrid[plot]'") from None
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    columns = [c for c in columns if all(row[c] != "n/a" for row in rows)]  # models that did not load
     fig, ax = plt.subplots(figsize=(11, 5))
     width = 0.8 / max(len(columns), 1)
     for j, column in enumerate(columns):
@@ -390,7 +394,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         columns = ["bm25"] + [f"{kind}:{r.name}" for r in runs for kind in ("dense", "hybrid")]
         whole = rank_table(runs, bm25_searcher, None)
         src = rank_table(runs, bm25_searcher, "src/")
-        src_chunks = sum(1 for c in bm25_searcher.store.load().chunks if c["path"].startswith("src/"))
+        stored = bm25_searcher.store.load().chunks
+        total_chunks = len(stored)
+        src_chunks = sum(1 for c in stored if c["path"].startswith("src/"))
 
     result: dict[str, Any] = {
         "repo": str(repo), "mode": args.mode, "int8": args.int8,
@@ -403,6 +409,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                             else {"available": False, "reason": r.reason}) for r in runs},
         "models_published": PUBLISHED_MODELS,
         "ranks": {"whole": whole, "src": src},
+        "chunks_ranked": total_chunks,
         "src_chunks": src_chunks,
         "summary": {"whole": summary(whole, columns), "src": summary(src, columns)},
         "summary_published": PUBLISHED_SUMMARY,
@@ -428,7 +435,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                       + [row[c] for c in columns]
                       + [", ".join(_cell(q.published[c]) for c in ("bm25", "dense:bge-m3", "hybrid:bge-m3",
                                                                       "dense:bge-small"))])
-    out.append(table(f"3. Rank of the answer, whole repo, out of {corpus['chunks']} chunks (mode: {args.mode})",
+    out.append(table(f"3. Rank of the answer, whole repo, out of {total_chunks} chunks (mode: {args.mode})",
                      ["target", "grep phrase (pub)", "grep word (pub)", *columns,
                       "published bm25, m3, hybrid(m3), small"], q_rows))
     s_rows = []
@@ -452,7 +459,7 @@ def main(argv: Sequence[str] | None = None) -> int:
               "", "## Top 5 / top 10", markdown_table(["column", "whole", "whole (pub)", "src/", "src/ (pub)"], s_rows)]
         args.markdown.write_text("\n".join(md) + "\n")
     if args.plot:
-        plot(args.plot, whole, columns, corpus["chunks"])
+        plot(args.plot, whole, columns, total_chunks)
     return 0
 
 
