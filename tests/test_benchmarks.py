@@ -1,0 +1,79 @@
+"""Smoke tests: the benchmark scripts' code paths on a tiny corpus (never their timings)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+sys.path.insert(0, str(BENCHMARKS))
+
+import chunker_speed  # noqa: E402
+import seed_requests  # noqa: E402
+
+TARGETS = {
+    "sessions.py": ["should_strip_auth", "rebuild_method", "resolve_redirects"],
+    "utils.py": ["rewind_body", "super_len", "should_bypass_proxies", "atomic_open", "guess_json_utf",
+                 "get_netrc_auth"],
+    "auth.py": ["handle_401"],
+    "models.py": ["raise_for_status"],
+    "exceptions.py": [],
+}
+
+
+@pytest.fixture
+def tiny_requests(tmp_path: Path) -> Path:
+    root = tmp_path / "requests"
+    pkg = root / "src" / "requests"
+    pkg.mkdir(parents=True)
+    for name, functions in TARGETS.items():
+        body = "\n\n".join(f"def {f}(value):\n    \"\"\"Handle the {f.replace('_', ' ')} step.\"\"\"\n    return value"
+                           for f in functions)
+        (pkg / name).write_text(body + "\n")
+    (pkg / "exceptions.py").write_text("class UnrewindableBodyError(Exception):\n    pass\n")
+    (root / "tests").mkdir()
+    (root / "tests" / "test_utils.py").write_text("def test_super_len():\n    assert super_len('password') == 8\n")
+    (root / "README.md").write_text("Send a GET, loop, start, big, local, half, bytes, login, hash.\n")
+    return root
+
+
+def test_seed_requests_runs_keyword_only(tiny_requests: Path, tmp_path: Path) -> None:
+    out, md, png = tmp_path / "seed.json", tmp_path / "seed.md", tmp_path / "seed.png"
+    args = ["--repo", str(tiny_requests), "--models", "", "--json", str(out), "--markdown", str(md)]
+    pytest.importorskip("matplotlib")
+    assert seed_requests.main([*args, "--plot", str(png)]) == 0
+    data = json.loads(out.read_text())
+    assert data["corpus"]["files_indexed"] == 7 and data["corpus_matches"] is False
+    assert len(data["grep"]) == 12 and data["grep"][0]["word_count"] == 1  # "password" appears once
+    ranks = data["ranks"]["whole"]
+    assert [row["target"] for row in ranks] == [q.target for q in seed_requests.QUESTIONS]
+    assert all(isinstance(row["bm25"], int) or row["bm25"] is None for row in ranks)
+    assert ranks[-1]["bm25"] == 1  # UnrewindableBodyError: its definition first
+    assert set(data["summary"]["whole"]) == {"bm25"}
+    assert "## Top 5 / top 10" in md.read_text()
+    assert png.stat().st_size > 1000
+
+
+def test_seed_requests_article_mode_counts_line_chunks(tiny_requests: Path, tmp_path: Path) -> None:
+    out = tmp_path / "seed.json"
+    assert seed_requests.main(["--repo", str(tiny_requests), "--models", "", "--mode", "article",
+                               "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert data["chunks_ranked"] == data["corpus"]["chunks"]
+
+
+def test_grep_count_is_matching_lines_case_insensitive() -> None:
+    assert seed_requests.grep_count(["GET get\nnothing\r\nTarget"], "get") == 2
+
+
+def test_chunker_speed_runs(tiny_requests: Path, tmp_path: Path) -> None:
+    pytest.importorskip("codesearch._chunker")
+    out = tmp_path / "speed.json"
+    assert chunker_speed.main(["--corpus", str(tiny_requests), "--min-mb", "0.0001", "--repeat", "1",
+                               "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert set(data) >= {"mb", "cython_mb_s", "python_mb_s", "speedup", "identical"}
+    assert data["identical"] is True
