@@ -193,5 +193,24 @@ def info(path: str, index_dir: str | None, as_json: bool) -> None:
         click.echo(f"{key:<15}{value}")
 
 
+@main.command()
+@click.argument("model")
+@click.option("--int8", is_flag=True, help="Quantise to int8 if it passes the quality gate on real code chunks.")
+@click.option("--out", type=click.Path(file_okay=False), default=None, help="Write here instead of the cache.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
+@json_option
+@reports_errors
+def export(model: str, int8: bool, out: str | None, quiet: bool, as_json: bool) -> None:
+    """Export MODEL (minilm, bge-small, bge-m3, a hub id or a folder) to a fused ONNX graph."""
+    from codesearch.export import export_model
+
+    result = export_model(model, int8=int8, out=out, progress=not quiet and not as_json)
+    if as_json:
+        _echo_json({"model": result.spec.name, "path": str(result.path), "int8_used": result.int8_used,
+                    "gate": result.gate, "cached": result.cached, "seconds": round(result.seconds, 2)})
+        return
+    click.echo(str(result))
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()
