@@ -44,6 +44,8 @@ MODES: tuple[Mode, ...] = ("bm25", "dense", "hybrid")
 Chunking = Literal["definitions", "lines"]
 CHUNKINGS: tuple[Chunking, ...] = ("definitions", "lines")
 DEFAULT_MODEL = "minilm"
+CHECKPOINT_EVERY = 256
+"""Chunks embedded between two checkpoints of an index run."""
 DEFAULT_NON_SOURCE_PENALTY = DEFAULT_RANKING.non_source_penalty
 _BM25_PREFIX = "bm25_"
 
@@ -235,9 +237,8 @@ class CodeSearch:
             else:
                 previous = self._previous_vectors(embedder)
                 missing = [i for i, key in enumerate(keys) if key not in previous]
-                fresh = embedder.embed_documents([documents[i] for i in missing], progress=progress)
+                fresh_rows = self._embed_with_checkpoints(embedder, documents, keys, missing, progress)
                 vectors = np.empty((len(chunks), embedder.dim), dtype=np.float32)
-                fresh_rows = dict(zip(missing, fresh))
                 for i, key in enumerate(keys):
                     vectors[i] = fresh_rows[i] if i in fresh_rows else previous[key]
                 model_facts = {"name": embedder.spec.name, "fingerprint": embedder.fingerprint, "dim": embedder.dim}
@@ -258,6 +259,7 @@ class CodeSearch:
             ]
             arrays = {"vectors": vectors, **{_BM25_PREFIX + k: v for k, v in bm25.to_arrays().items()}}
             self.store.save(IndexSnapshot(manifest, records, arrays))
+            self.store.clear_checkpoint()
 
         new_keys = set(keys)
         removed = sum(1 for key in previous if key not in new_keys)
@@ -272,17 +274,36 @@ class CodeSearch:
         )
 
     def _previous_vectors(self, embedder: TextEmbedder) -> dict[str, np.ndarray]:
-        """Stored vectors by chunk key, when the stored index used the same model and chunker."""
+        """Vectors by chunk key that need no embedding: the stored index's (same model) and checkpoints'."""
+        found = self.store.load_checkpoint(embedder.fingerprint)
         if not self.store.exists():
-            return {}
+            return found
         try:
             snapshot = self.store.load()
         except IndexCorruptError:
-            return {}  # rebuild from scratch; the new commit replaces the damaged one
+            return found  # rebuild; the new commit replaces the damaged one
         if (snapshot.manifest.get("model") or {}).get("fingerprint") != embedder.fingerprint:
-            return {}
+            return found
         vectors = snapshot.arrays["vectors"]
-        return {record["key"]: vectors[i] for i, record in enumerate(snapshot.chunks)}
+        found.update((record["key"], vectors[i]) for i, record in enumerate(snapshot.chunks))
+        return found
+
+    def _embed_with_checkpoints(
+        self, embedder: TextEmbedder, documents: Sequence[str], keys: Sequence[str], missing: Sequence[int],
+        progress: bool,
+    ) -> dict[int, np.ndarray]:
+        """Embed ``documents[missing]`` in slices, checkpointing each, so a crash loses at most one slice."""
+        from tqdm.auto import tqdm
+
+        rows: dict[int, np.ndarray] = {}
+        with tqdm(total=len(missing), desc="embedding", unit="chunk", disable=not progress or not missing) as bar:
+            for start in range(0, len(missing), CHECKPOINT_EVERY):
+                part = missing[start:start + CHECKPOINT_EVERY]
+                vectors = embedder.embed_documents([documents[i] for i in part])
+                self.store.save_checkpoint(embedder.fingerprint, [keys[i] for i in part], vectors)
+                rows.update(zip(part, vectors))
+                bar.update(len(part))
+        return rows
 
     # -- searching -------------------------------------------------------------
 

@@ -43,7 +43,8 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Iterator
+import zipfile
+from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,6 +70,7 @@ _CURRENT = "CURRENT"
 _LOCK = "LOCK"
 _MANIFEST = "manifest.json"
 _CHUNKS = "chunks.json"
+_CHECKPOINT = "checkpoint"
 _GEN_RE = re.compile(r"gen-([0-9]+)")
 _TMP_GEN_RE = re.compile(r"gen-([0-9]+)\.tmp-.+")
 _TMP_CURRENT_PREFIX = "CURRENT.tmp-"
@@ -307,6 +309,62 @@ class IndexStore:
         manifest = self._read(full=False)
         assert isinstance(manifest, dict)
         return manifest
+
+    # -- checkpoints ---------------------------------------------------------
+
+    def save_checkpoint(self, fingerprint: str, keys: Sequence[str], vectors: np.ndarray) -> None:
+        """Keep vectors embedded so far, so a run that dies before its commit loses none of them.
+
+        Checkpoints live beside the generations (``DIR/checkpoint/``), never
+        inside one, so the index itself is still only ever the old or the new
+        state. Each call writes one part by write-to-temp and rename; a torn
+        part is ignored when read. Call under :meth:`write_lock`.
+
+        Args:
+            fingerprint: the model that made the vectors; parts of other models are ignored.
+            keys: one chunk key per row of ``vectors``.
+            vectors: float32 rows.
+        """
+        if len(keys) != len(vectors):
+            raise ValueError(f"save_checkpoint got {len(keys)} keys for {len(vectors)} vectors")
+        if not keys:
+            return
+        folder = self._directory / _CHECKPOINT
+        folder.mkdir(parents=True, exist_ok=True)
+        part = len([n for n in os.listdir(folder) if n.endswith(".npz")])
+        name = f"{fingerprint[:16]}-{part:06d}-{secrets.token_hex(4)}.npz"
+        tmp = folder / f".{name}.tmp"
+        with open(tmp, "wb") as handle:
+            np.savez(handle, keys=np.asarray(list(keys), dtype=str),
+                     vectors=np.asarray(vectors, dtype=np.float32),
+                     fingerprint=np.asarray(fingerprint, dtype=str))
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, folder / name)
+
+    def load_checkpoint(self, fingerprint: str) -> dict[str, np.ndarray]:
+        """Vectors by chunk key that interrupted runs of this model left behind (empty if none)."""
+        folder = self._directory / _CHECKPOINT
+        found: dict[str, np.ndarray] = {}
+        try:
+            names = sorted(n for n in os.listdir(folder) if n.endswith(".npz") and n.startswith(fingerprint[:16]))
+        except OSError:
+            return found
+        for name in names:
+            try:
+                with np.load(folder / name, allow_pickle=False) as part:
+                    if str(part["fingerprint"]) != fingerprint:
+                        continue
+                    keys, vectors = part["keys"], part["vectors"]
+            except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
+                continue  # a part torn by a crash: its vectors are simply embedded again
+            if vectors.ndim == 2 and len(keys) == len(vectors) and np.isfinite(vectors).all():
+                found.update(zip(keys.tolist(), vectors))
+        return found
+
+    def clear_checkpoint(self) -> None:
+        """Drop every checkpoint part (after a commit has made them redundant)."""
+        shutil.rmtree(self._directory / _CHECKPOINT, ignore_errors=True)
 
     # -- writing -------------------------------------------------------------
 

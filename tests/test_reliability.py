@@ -243,3 +243,42 @@ def test_symlink_loop_and_escape_end_the_walk_without_leaking(tmp_path: Path) ->
     assert not any("leaked_secret_function" in c["text"] for c in snapshot.chunks)
     assert all(not c["path"].startswith(("escape/", "pkg/loop/")) for c in snapshot.chunks)
     assert np.isfinite(snapshot.arrays["vectors"]).all()
+
+
+class _DyingEmbedder(HashingEmbedder):
+    """Kills its own process (SIGKILL) on the n-th call, like a crash mid-index."""
+
+    def __init__(self, die_on_call: int) -> None:
+        super().__init__()
+        self.die_on_call = die_on_call
+
+    def embed_documents(self, texts, progress=False):  # type: ignore[no-untyped-def]
+        if len(self.calls) + 1 == self.die_on_call:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return super().embed_documents(texts, progress)
+
+
+def test_a_crash_mid_embedding_keeps_the_finished_slices(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import codesearch.search as search_module
+
+    monkeypatch.setattr(search_module, "CHECKPOINT_EVERY", 10)
+    root, index_dir = tmp_path / "repo", tmp_path / "index"
+    _write_version(root, 0)
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child dies on its third slice
+        try:
+            CodeSearch(root, model=_DyingEmbedder(die_on_call=3), index_dir=index_dir).index()
+        finally:
+            os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
+    assert not IndexStore(index_dir).exists()  # nothing was committed ...
+
+    resumed = CodeSearch(root, model=HashingEmbedder(), index_dir=index_dir).index()
+    assert resumed.chunks > 30
+    assert resumed.reused == 20 and resumed.embedded == resumed.chunks - 20  # ... but two slices were kept
+    assert not (index_dir / "checkpoint").exists()
+    full = CodeSearch(root, model=HashingEmbedder(), index_dir=tmp_path / "full")
+    full.index()
+    np.testing.assert_allclose(IndexStore(index_dir).load().arrays["vectors"],
+                               full.store.load().arrays["vectors"], atol=1e-6)
