@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -33,3 +34,24 @@ def test_cli_usage_in_readme_matches_commands() -> None:
     usage = README.split("## Command line", 1)[1].split("```", 2)[1]
     documented = set(re.findall(r"^codesearch (\w+)", usage, flags=re.M))
     assert documented == set(main.commands)
+
+
+def test_python_example_runs(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The README's API example, run as written on a small repository with the real default model."""
+    import pytest
+
+    pytest.importorskip("onnxruntime")
+    block = re.search(r"```python\n(.*?)```", README, flags=re.S).group(1)  # type: ignore[union-attr]
+    repo = tmp_path / "repo"
+    (repo / "src").mkdir(parents=True)
+    (repo / "src" / "sessions.py").write_text(
+        "def rebuild_method(prepared_request, response):\n"
+        '    """When being redirected we may want to change the method of the request."""\n'
+        "    if response.status_code == 303:\n"
+        '        prepared_request.method = "GET"\n'
+    )
+    monkeypatch.setenv("CODESEARCH_CACHE_DIR", os.environ.get("CODESEARCH_CACHE_DIR", str(tmp_path / "cache")))
+    namespace: dict[str, object] = {}
+    exec(compile(block.replace("path/to/repo", str(repo)), "README.md", "exec"), namespace)  # noqa: S102
+    hits = namespace["hits"]
+    assert hits and hits[0].path == "src/sessions.py"  # type: ignore[index,attr-defined]
