@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from codesearch.chunking import BACKEND as CHUNKER_BACKEND
 from codesearch.chunking import Chunk, ChunkParams, chunk_text
-from codesearch.search import CodeSearch, Hit, IndexReport
 from codesearch.exceptions import (
     CodeSearchError,
     EmptyRepositoryError,
@@ -17,6 +16,7 @@ from codesearch.exceptions import (
     NotFittedError,
     RootNotFoundError,
 )
+from codesearch.search import CodeSearch, Hit, IndexReport
 
 __version__ = "0.1.0"
 

@@ -353,7 +353,13 @@ class CodeSearch:
             raise ValueError(f"unknown mode {mode!r}; use one of {', '.join(MODES)}")
         if k < 1:
             raise ValueError(f"k must be at least 1, got {k}")
-        where = Scope(prefix=scope, include=include, exclude=exclude, kinds=kinds, exclude_kinds=exclude_kinds)
+        where = Scope(
+            prefix=scope,
+            include=_strings(include),
+            exclude=_strings(exclude),
+            kinds=None if kinds is None else frozenset(_strings(kinds)),
+            exclude_kinds=frozenset(_strings(exclude_kinds)),
+        )
         ranking = self.ranking
         if source_first is not None:
             penalty = max(ranking.non_source_penalty, DEFAULT_NON_SOURCE_PENALTY) if source_first else 1.0
@@ -440,6 +446,11 @@ class CodeSearch:
             "updated": manifest.get("updated"),
             "format_version": manifest.get("format_version"),
         }
+
+
+def _strings(value: str | Iterable[str]) -> tuple[str, ...]:
+    """One string or many, as a tuple."""
+    return (value,) if isinstance(value, str) else tuple(value)
 
 
 def _chunker(chunking: Chunking):  # type: ignore[no-untyped-def]

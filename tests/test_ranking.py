@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import HashingEmbedder
 
 from codesearch import CodeSearch
 from codesearch.ranking import ARTICLE, DEFAULT, Ranking, query_identifiers, rerank, resolve_ranking, symbol_names
-from conftest import HashingEmbedder
 
 
 @pytest.mark.parametrize(

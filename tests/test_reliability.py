@@ -16,11 +16,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import HashingEmbedder
 
 from codesearch import CodeSearch
 from codesearch.exceptions import IndexCorruptError, IndexLockedError
 from codesearch.store import IndexSnapshot, IndexStore
-from conftest import HashingEmbedder
 
 TESTS_DIR = Path(__file__).parent
 

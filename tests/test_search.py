@@ -11,10 +11,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import HashingEmbedder
 
 from codesearch import CodeSearch, Hit
 from codesearch.exceptions import EmptyRepositoryError, IndexNotFoundError, ModelMismatchError, RootNotFoundError
-from conftest import HashingEmbedder
 
 SESSIONS = '''\
 class Session:
