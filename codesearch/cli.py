@@ -148,6 +148,8 @@ def index(
               help="Only chunks of this kind; repeatable.")
 @click.option("--no-tests", is_flag=True, help="Leave out test files.")
 @click.option("--no-docs", is_flag=True, help="Leave out documentation.")
+@click.option("--no-source-first", is_flag=True,
+              help="Rank tests, docs and config purely on relevance (by default source wins among similar hits).")
 @click.option("--lines", "preview_lines", type=click.IntRange(min=0), default=4, show_default=True,
               help="Lines of each hit to show.")
 @json_option
@@ -155,15 +157,17 @@ def index(
 def search(
     query: str, path: str, model: str, index_dir: str | None, int8: bool, k: int, mode: str,
     scope: str | None, include: tuple[str, ...], exclude: tuple[str, ...], kinds: tuple[str, ...],
-    no_tests: bool, no_docs: bool, preview_lines: int, as_json: bool,
+    no_tests: bool, no_docs: bool, no_source_first: bool, preview_lines: int, as_json: bool,
 ) -> None:
     """Search PATH for QUERY; builds the index first if there is none."""
     if not query.strip():
         _fail("the query is empty; give words, a question or an identifier")
     exclude_kinds = {kind for kind, flag in (("test", no_tests), ("doc", no_docs)) if flag}
-    hits = _searcher(path, model, index_dir, int8).search(
+    searcher = _searcher(path, model, index_dir, int8)
+    searcher.progress = not as_json  # a progress bar if the index has to be built first
+    hits = searcher.search(
         query, k=k, mode=mode, scope=scope, include=include, exclude=exclude,  # type: ignore[arg-type]
-        kinds=set(kinds) or None, exclude_kinds=exclude_kinds,
+        kinds=set(kinds) or None, exclude_kinds=exclude_kinds, source_first=False if no_source_first else None,
     )
     if as_json:
         _echo_json([hit.as_dict() for hit in hits])
@@ -179,13 +183,18 @@ def search(
 @main.command()
 @path_argument
 @click.option("--index-dir", type=click.Path(file_okay=False), default=None, help="Where the index lives.")
+@click.option("--model", "-m", default=None,
+              help="Also say whether this model (name, hub id or folder) is the one that built the index.")
 @json_option
 @reports_errors
-def info(path: str, index_dir: str | None, as_json: bool) -> None:
+def info(path: str, index_dir: str | None, model: str | None, as_json: bool) -> None:
     """Describe the index of PATH: model, fingerprint, counts, location, last update."""
     from codesearch.search import CodeSearch
 
-    facts = CodeSearch(path, model="minilm", index_dir=index_dir).info()
+    searcher = CodeSearch(path, model=model, index_dir=index_dir)
+    facts = searcher.info()
+    if model is not None:
+        facts["model_matches"] = searcher.embedder.fingerprint == facts["fingerprint"]
     if as_json:
         _echo_json(facts)
         return

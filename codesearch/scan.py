@@ -29,6 +29,7 @@ import hashlib
 import os
 import stat
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -217,6 +218,7 @@ def scan(
     use_ignore_files: bool = True,
     follow_symlinks: bool = False,
     max_file_bytes: int = MAX_FILE_BYTES,
+    exclude_dirs: Iterable[str | os.PathLike[str]] = (),
 ) -> ScanResult:
     """Walk ``root`` in sorted order and read every file that should be indexed.
 
@@ -225,6 +227,8 @@ def scan(
         use_ignore_files: honour ``.gitignore`` and ``.codesearchignore`` files.
         follow_symlinks: follow links to files and folders inside the root.
         max_file_bytes: larger files are skipped as ``too_large``.
+        exclude_dirs: folders never entered (skipped as ``skipped_dir``), such
+            as an index kept inside the repository it indexes.
 
     Returns:
         The files to index and what was skipped, per reason.
@@ -240,7 +244,8 @@ def scan(
     real_root = root_path.resolve()
     result = ScanResult(root=real_root)
     rules = _IgnoreRules().descend(real_root, "") if use_ignore_files else _IgnoreRules()
-    _walk(real_root, "", rules, result, use_ignore_files, follow_symlinks, max_file_bytes, {real_root})
+    excluded = frozenset(Path(d).resolve() for d in exclude_dirs)
+    _walk(real_root, "", rules, result, use_ignore_files, follow_symlinks, max_file_bytes, {real_root}, excluded)
     result.files.sort(key=lambda f: f.path)
     return result
 
@@ -254,6 +259,7 @@ def _walk(
     follow_symlinks: bool,
     max_file_bytes: int,
     active: set[Path],
+    excluded: frozenset[Path],
 ) -> None:
     try:
         entries = sorted(os.scandir(folder), key=lambda e: e.name)
@@ -283,7 +289,7 @@ def _walk(
                 continue
 
         if is_dir:
-            if entry.name in SKIP_DIRS:
+            if entry.name in SKIP_DIRS or (excluded and Path(entry.path).resolve() in excluded):
                 result._skip(rel, SkipReason.SKIPPED_DIR)
                 continue
             if rules.ignored(rel, is_dir=True):
@@ -296,7 +302,7 @@ def _walk(
             sub = Path(entry.path)
             sub_rules = rules.descend(sub, rel) if use_ignore_files else rules
             active.add(real)
-            _walk(sub, rel, sub_rules, result, use_ignore_files, follow_symlinks, max_file_bytes, active)
+            _walk(sub, rel, sub_rules, result, use_ignore_files, follow_symlinks, max_file_bytes, active, excluded)
             active.discard(real)
             continue
 

@@ -139,6 +139,8 @@ class CodeSearch:
             :class:`~codesearch.ranking.Ranking`.
         chunk_params: chunk sizes.
         lock_timeout: seconds to wait for another writer of the same index.
+        progress: show a progress bar when :meth:`search` has to build the
+            index first (``index(progress=...)`` decides for itself).
 
     Example:
         >>> cs = CodeSearch("path/to/repo")                       # doctest: +SKIP
@@ -157,6 +159,7 @@ class CodeSearch:
         ranking: str | Ranking = "default",
         chunk_params: ChunkParams = ChunkParams(),
         lock_timeout: float = 30.0,
+        progress: bool = False,
     ) -> None:
         if chunking not in CHUNKINGS:
             raise ValueError(f"unknown chunking {chunking!r}; use one of {', '.join(CHUNKINGS)}")
@@ -170,6 +173,7 @@ class CodeSearch:
         self.ranking = resolve_ranking(ranking)
         self.chunk_params = chunk_params
         self.lock_timeout = lock_timeout
+        self.progress = progress
         self._model = model
         self._int8 = int8
         # An object that can embed is used as it is; a name, path or spec is loaded on first use.
@@ -216,7 +220,7 @@ class CodeSearch:
             ModelNotAvailableError: the model cannot be loaded here.
         """
         started = time.perf_counter()
-        result = scan(self.root, use_ignore_files=self.use_ignore_files)
+        result = scan(self.root, use_ignore_files=self.use_ignore_files, exclude_dirs=[self.store.directory])
         cut = _chunker(self.chunking)
         chunks = [chunk for source in result.files for chunk in cut(source.path, source.text, self.chunk_params)]
         if not chunks:
@@ -398,7 +402,7 @@ class CodeSearch:
     def _ensure_loaded(self, *, need_model: bool) -> _LoadedIndex:
         if self._loaded is None:
             if not self.store.exists():
-                self.index()
+                self.index(progress=self.progress)
             else:
                 snapshot = self.store.load()
                 self._loaded = _LoadedIndex.from_snapshot(snapshot)

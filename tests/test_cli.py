@@ -154,3 +154,29 @@ def test_lock_held_is_one_line_error(repo: Path, keyword_index: Path) -> None:
     finally:
         holder.kill()
         holder.wait()
+
+
+@pytest.mark.slow
+def test_model_mismatch_and_info_model_with_the_real_model(repo: Path, tmp_path: Path) -> None:
+    from codesearch import CodeSearch
+    from conftest import HashingEmbedder
+
+    assert _run("export", "minilm", "--quiet").returncode == 0  # warm the cache: no progress bar below
+    index_dir = tmp_path / "hashing-index"
+    CodeSearch(repo, model=HashingEmbedder(dim=384), index_dir=index_dir).index()  # same size as MiniLM
+    _one_line_error(_run("search", "main", str(repo), "--index-dir", str(index_dir)),
+                    "'hashing'", "'minilm'", "re-index")
+    facts = json.loads(_run("info", str(repo), "--index-dir", str(index_dir), "--model", "minilm", "--json").stdout)
+    assert facts["model"] == "hashing" and facts["model_matches"] is False
+
+    fresh = tmp_path / "minilm-index"
+    proc = _run("index", str(repo), "--index-dir", str(fresh), "--json")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert set(report) == {"files", "chunks", "embedded", "reused", "removed", "seconds"}
+    assert report["embedded"] == report["chunks"] == 1
+    hits = json.loads(_run("search", "main function", str(repo), "--index-dir", str(fresh), "--json",
+                           "--no-source-first").stdout)
+    assert hits[0]["path"] == "src/app.py"
+    facts = json.loads(_run("info", str(repo), "--index-dir", str(fresh), "--model", "minilm", "--json").stdout)
+    assert facts["model"] == "minilm" and facts["model_matches"] is True

@@ -200,3 +200,10 @@ def test_requests_v2_32_3_exactly(requests_corpus: Path) -> None:
         assert result.skipped[SkipReason.TOO_LARGE] == 1
         assert result.skipped[SkipReason.EXCLUDED_EXTENSION] == 1
         assert sum(len(chunk_text(f.path, f.text)) for f in result.files) == 318
+
+
+def test_exclude_dirs_prunes_an_index_inside_the_root(tree: Path) -> None:
+    index = tree / "src" / "util"
+    result = scan(tree, exclude_dirs=[index])
+    assert "src/util/helpers.py" not in _paths(result)
+    assert ("src/util", SkipReason.SKIPPED_DIR) in result.skipped_paths
