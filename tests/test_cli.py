@@ -157,11 +157,14 @@ def test_lock_held_is_one_line_error(repo: Path, keyword_index: Path) -> None:
 
 
 @pytest.mark.slow
-def test_model_mismatch_and_info_model_with_the_real_model(repo: Path, tmp_path: Path) -> None:
+def test_model_mismatch_and_info_model_with_the_real_model(
+    repo: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     from codesearch import CodeSearch
     from conftest import HashingEmbedder
 
     assert _run("export", "minilm", "--quiet").returncode == 0  # warm the cache: no progress bar below
+    tmp_path = tmp_path_factory.mktemp("indexes")  # outside the repository
     index_dir = tmp_path / "hashing-index"
     CodeSearch(repo, model=HashingEmbedder(dim=384), index_dir=index_dir).index()  # same size as MiniLM
     _one_line_error(_run("search", "main", str(repo), "--index-dir", str(index_dir)),
