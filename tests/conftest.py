@@ -65,3 +65,150 @@ class HashingEmbedder:
 @pytest.fixture
 def hashing_embedder() -> HashingEmbedder:
     return HashingEmbedder()
+
+
+# --- embedding models (codesearch.models / export / embed) ---------------------------
+
+# Standard-library modules whose code gives the ONNX-vs-torch tests real code chunks
+# (the int8 gate calibrates on other files, see codesearch.export._STDLIB_SAMPLE).
+_EMBED_STDLIB_FILES = (
+    "subprocess.py",
+    "inspect.py",
+    "difflib.py",
+    "ast.py",
+    "tarfile.py",
+    "logging/__init__.py",
+    "asyncio/base_events.py",
+    "email/message.py",
+)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def embed_cache_dir(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """One ONNX export cache for the whole run, since exporting takes seconds to minutes.
+
+    ``$CODESEARCH_CACHE_DIR`` when set (CI keeps it between runs); otherwise a
+    folder in pytest's own cache, so local runs export each model only once.
+    """
+    existing = os.environ.get("CODESEARCH_CACHE_DIR")
+    if existing:
+        yield Path(existing)
+        return
+    cache = getattr(request.config, "cache", None)
+    folder = Path(cache.mkdir("codesearch-models")) if cache is not None else tmp_path_factory.mktemp("codesearch-cache")
+    patch = pytest.MonkeyPatch()
+    patch.setenv("CODESEARCH_CACHE_DIR", str(folder))
+    yield folder
+    patch.undo()
+
+
+@pytest.fixture(scope="session")
+def embed_code_chunks() -> list[str]:
+    """At least 100 real code chunks from the standard library, as embedded (path, newline, text)."""
+    import sysconfig
+
+    from codesearch.chunking import chunk_text
+
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    texts: list[str] = []
+    for name in _EMBED_STDLIB_FILES:
+        path = stdlib / name
+        if path.is_file():
+            chunks = chunk_text(name, path.read_text(encoding="utf-8"))[:20]
+            texts.extend(f"{c.path}\n{c.text}" for c in chunks)
+    if len(texts) < 100:
+        pytest.skip("the standard library's sources are not installed here")
+    return texts
+
+
+@pytest.fixture(scope="session")
+def minilm_embedder(embed_cache_dir: Path):  # type: ignore[no-untyped-def]
+    """The default model's fp32 ONNX embedder (exported into the test cache on first use)."""
+    pytest.importorskip("onnxruntime")
+    from codesearch.embed import Embedder
+
+    return Embedder("minilm", export_progress=False)
+
+
+@pytest.fixture(scope="session")
+def minilm_int8_embedder(embed_cache_dir: Path, minilm_embedder):  # type: ignore[no-untyped-def]
+    """The default model's int8 embedder (quantised and gated on first use)."""
+    from codesearch.embed import Embedder
+
+    return Embedder("minilm", int8=True, export_progress=False)
+
+
+@pytest.fixture(scope="session")
+def minilm_sentence_transformer():  # type: ignore[no-untyped-def]
+    """The reference: sentence-transformers (torch) on the same bundled MiniLM weights."""
+    pytest.importorskip("torch")
+    st = pytest.importorskip("sentence_transformers")
+    from codesearch.models import resolve_model
+
+    spec = resolve_model("minilm")
+    model = st.SentenceTransformer(str(spec.local_path()), device="cpu")
+    model.max_seq_length = spec.max_length
+    return model
+
+
+def _embed_tiny_tokenizer(folder: Path, kind: str) -> None:
+    """Save a fast tokenizer: MiniLM's WordPiece for BERT, a small byte-level BPE for XLM-R."""
+    import shutil
+
+    from codesearch.models import resolve_model
+
+    if kind == "bert":
+        source = resolve_model("minilm").local_path()
+        assert source is not None
+        for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt"):
+            shutil.copyfile(source / name, folder / name)
+        return
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tokenizer = Tokenizer(models.BPE(unk_token="<unk>"))
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    corpus = [p.read_text(encoding="utf-8") for p in sorted((Path(__file__).parent.parent / "codesearch").glob("*.py"))]
+    tokenizer.train_from_iterator(corpus, trainers.BpeTrainer(vocab_size=400, special_tokens=["<s>", "<pad>", "</s>", "<unk>"]))
+    tokenizer.post_processor = processors.TemplateProcessing(single="<s> $A </s>", special_tokens=[("<s>", 0), ("</s>", 2)])
+    PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer, bos_token="<s>", eos_token="</s>", pad_token="<pad>",
+        unk_token="<unk>", cls_token="<s>", sep_token="</s>",
+    ).save_pretrained(folder)
+
+
+def _embed_tiny_model(folder: Path, kind: str) -> Path:
+    """A randomly initialised 2-layer model of the given architecture, saved with save_pretrained."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    folder.mkdir(parents=True)
+    _embed_tiny_tokenizer(folder, kind)
+    sizes = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64, initializer_range=0.2)
+    if kind == "bert":
+        config = transformers.BertConfig(vocab_size=30522, max_position_embeddings=128, **sizes)
+        model_class = transformers.BertModel
+    else:
+        import json
+
+        vocab = len(json.loads((folder / "tokenizer.json").read_text())["model"]["vocab"])
+        config = transformers.XLMRobertaConfig(
+            vocab_size=vocab, max_position_embeddings=130, pad_token_id=1, bos_token_id=0,
+            eos_token_id=2, type_vocab_size=1, **sizes,
+        )
+        model_class = transformers.XLMRobertaModel
+    torch.manual_seed(0)
+    model_class(config).eval().save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def embed_tiny_bert_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random BERT (bge-small's architecture) with MiniLM's tokenizer, no network needed."""
+    return _embed_tiny_model(tmp_path_factory.mktemp("tiny") / "bert", "bert")
+
+
+@pytest.fixture(scope="session")
+def embed_tiny_xlmr_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random XLM-RoBERTa (bge-m3's architecture) with a small BPE tokenizer."""
+    return _embed_tiny_model(tmp_path_factory.mktemp("tiny") / "xlmr", "xlmr")
