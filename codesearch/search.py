@@ -48,6 +48,7 @@ CHECKPOINT_EVERY = 256
 """Chunks embedded between two checkpoints of an index run."""
 DEFAULT_NON_SOURCE_PENALTY = DEFAULT_RANKING.non_source_penalty
 _BM25_PREFIX = "bm25_"
+_KEYWORD_ONLY = "this searcher is keyword-only (model=None); pass a model to embed, or search with mode='bm25'"
 
 
 class TextEmbedder(Protocol):
@@ -191,9 +192,7 @@ class CodeSearch:
                 keyword-only searcher (``model=None``).
         """
         if self._model is None:
-            raise ModelNotAvailableError(
-                "this searcher is keyword-only (model=None); pass a model to embed, or search with mode='bm25'"
-            )
+            raise ModelNotAvailableError(_KEYWORD_ONLY)
         if self._embedder is None:
             from codesearch.embed import Embedder
 
@@ -412,13 +411,15 @@ class CodeSearch:
         return self._loaded
 
     def _check_model(self, manifest: dict[str, Any]) -> None:
-        embedder = self.embedder
+        if self._model is None:
+            raise ModelNotAvailableError(_KEYWORD_ONLY)
         stored = manifest.get("model")
         if stored is None:
             raise ModelMismatchError(
                 f"the index at {self.store.directory} is keyword-only (built without a model); "
                 "search with mode='bm25' (--mode bm25) or re-index with a model"
             )
+        embedder = self.embedder
         if stored.get("fingerprint") != embedder.fingerprint:
             raise ModelMismatchError(
                 f"the index at {self.store.directory} was built with model {stored.get('name')!r} "
