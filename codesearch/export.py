@@ -41,7 +41,7 @@ from typing import Any
 from codesearch.exceptions import CodeSearchError, ExportError, ModelNotAvailableError
 from codesearch.models import ModelSpec, resolve_model
 
-EXPORT_FORMAT = 2
+EXPORT_FORMAT = 3
 """Version of the export pipeline; part of every cache key. Bump it when the graph changes."""
 
 GATE_MEAN_COS = 0.99
