@@ -258,9 +258,10 @@ def export_model(
         except CodeSearchError:
             raise
         except Exception as exc:  # the exporters raise anything; say which step and how to fix
+            reason = (str(exc).strip().splitlines() or [""])[0][:300]
             raise ExportError(
-                f"exporting {spec.name} to ONNX failed: {type(exc).__name__}: {exc} "
-                f"(check the model directory, or pass another model)"
+                f"exporting {spec.name} to ONNX failed ({type(exc).__name__}: {reason}); "
+                "check that the folder loads with transformers' AutoModel, or pass another model"
             ) from exc
         finally:
             shutil.rmtree(scratch, ignore_errors=True)

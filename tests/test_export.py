@@ -174,6 +174,29 @@ def test_two_processes_export_once(embed_tiny_bert_dir: Path, tmp_path: Path) ->
 
 
 @pytest.mark.slow
+def test_graphs_over_two_gigabytes_go_to_an_external_data_file(
+    embed_tiny_bert_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """bge-m3's fp32 graph is 2.2 GB, over protobuf's limit; a tiny model takes the same path here."""
+    from codesearch.embed import Embedder
+
+    spec = resolve_model(str(embed_tiny_bert_dir), pooling="cls", max_length=64)
+    inline = Embedder(spec, cache_dir=tmp_path / "inline", export_progress=False)
+    monkeypatch.setattr(export, "_EXTERNAL_DATA_LIMIT", 0)
+    external = Embedder(spec, cache_dir=tmp_path / "external", export_progress=False)
+    files = sorted(p.name for p in external.export.path.iterdir())
+    assert files == ["config.json", "manifest.json", "model.onnx", "model.onnx.data", "tokenizer.json"]
+    assert external.export.onnx_path.stat().st_size < 100_000  # the weights are in the .data file
+    texts = ["def f(x):\n    return x + 1", "class A:\n    pass"]
+    np.testing.assert_allclose(external.embed_documents(texts), inline.embed_documents(texts), atol=1e-6)
+    data = external.export.path / "model.onnx.data"
+    assert external.export.onnx_sha256 == export._sha256_files([external.export.onnx_path, data])
+    # A truncated data file makes the export untrusted.
+    data.write_bytes(data.read_bytes()[:-4])
+    assert export.find_export(spec, cache_dir=tmp_path / "external") is None
+
+
+@pytest.mark.slow
 def test_a_length_beyond_the_position_table_is_refused(embed_tiny_xlmr_dir: Path, tmp_path: Path) -> None:
     spec = resolve_model(str(embed_tiny_xlmr_dir), pooling="cls", max_length=129)
     with pytest.raises(ExportError, match="pass max_length=128 or less"):
