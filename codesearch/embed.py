@@ -122,14 +122,10 @@ class _OnnxEncoder:
             tokens = encoding.ids
             counts[row] = len(tokens)
             if len(tokens) > limit:
-                # Cut the text, keep the special tokens around it (as the tokenizer's
-                # own truncation does before post-processing).
-                special = encoding.special_tokens_mask
-                lead = _run_length(special)
-                trail = _run_length(special[::-1])
-                tokens = tokens[: limit - trail] + tokens[len(tokens) - trail :]
-                if lead >= limit - trail:  # pragma: no cover - only for absurd limits
-                    tokens = tokens[:limit]
+                # Cut the text but keep the closing special tokens, as the tokenizer's
+                # own truncation does (it truncates before adding them).
+                trail = _run_length(encoding.special_tokens_mask[::-1])
+                tokens = tokens[: max(limit - trail, 1)] + tokens[len(tokens) - trail :]
             ids.append(tokens)
         return ids, counts
 
@@ -309,7 +305,7 @@ def _pool(hidden: np.ndarray, pooling: str) -> np.ndarray:
 
 
 def _run_length(flags: Sequence[int]) -> int:
-    """Count the leading ones in ``flags``."""
+    """Count the leading ones in ``flags`` (special tokens, given a reversed mask)."""
     n = 0
     for flag in flags:
         if flag != 1:

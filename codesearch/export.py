@@ -295,8 +295,9 @@ def int8_gate(
     """
     from codesearch.embed import _OnnxEncoder
 
-    reference = _OnnxEncoder(fp32_dir / ONNX_FILE, fp32_dir, spec).encode(texts)[0]
-    candidate = _OnnxEncoder(int8_onnx, fp32_dir, spec).encode(texts)[0]
+    inputs = [spec.document_prefix + t for t in texts]
+    reference = _OnnxEncoder(fp32_dir / ONNX_FILE, fp32_dir, spec).encode(inputs)[0]
+    candidate = _OnnxEncoder(int8_onnx, fp32_dir, spec).encode(inputs)[0]
     reference /= _norms(reference)
     candidate /= _norms(candidate)
     cosines = (reference * candidate).sum(axis=1)
@@ -456,9 +457,9 @@ def _build_int8(
 def _drop_attention_masks(graph: Any) -> int:
     """Detach the padding mask from fused attention nodes; return how many changed.
 
-    :mod:`codesearch.embed` never pads (it batches texts of equal token length),
-    so the mask is all ones, and without it ``MultiHeadAttention`` takes
-    onnxruntime's flash-attention path.
+    :mod:`codesearch.embed` never pads (it runs one text per call), so the
+    mask is all ones, and without it ``MultiHeadAttention`` takes onnxruntime's
+    flash-attention path.
     """
     mask_input = {"MultiHeadAttention": 4, "Attention": 3}
     changed = 0
@@ -475,7 +476,7 @@ def _drop_attention_masks(graph: Any) -> int:
 
 
 def _quantize(fp32_onnx: Path, int8_onnx: Path, setup: dict[str, Any]) -> None:
-    """Dynamic int8 quantisation of the weight MatMuls and fused Attention."""
+    """Dynamic int8 quantisation of the weight MatMuls (and fused Attention, if any)."""
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
