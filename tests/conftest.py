@@ -163,7 +163,14 @@ def _embed_tiny_tokenizer(folder: Path, kind: str) -> None:
         for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt"):
             shutil.copyfile(source / name, folder / name)
         return
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from tokenizers import (
+        Tokenizer,
+        decoders,
+        models,
+        pre_tokenizers,
+        processors,
+        trainers,
+    )
     from transformers import PreTrainedTokenizerFast
 
     tokenizer = Tokenizer(models.BPE(unk_token="<unk>"))
@@ -184,7 +191,10 @@ def _embed_tiny_model(folder: Path, kind: str) -> Path:
     transformers = pytest.importorskip("transformers")
     folder.mkdir(parents=True)
     _embed_tiny_tokenizer(folder, kind)
-    sizes = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64, initializer_range=0.2)
+    sizes = {
+        "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
+        "intermediate_size": 64, "initializer_range": 0.2,
+    }
     if kind == "bert":
         config = transformers.BertConfig(vocab_size=30522, max_position_embeddings=128, **sizes)
         model_class = transformers.BertModel
