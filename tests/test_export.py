@@ -250,3 +250,20 @@ def test_a_broken_int8_setup_is_refused_and_fp32_kept(
     assert result.gate["mean_cos"] < export.GATE_MEAN_COS
     assert result.onnx_sha256 == minilm_embedder.export.onnx_sha256  # the fp32 graph, as exported
     assert "int8" in str(result) and "kept fp32" in str(result)
+
+
+@pytest.mark.slow
+def test_the_next_setup_is_tried_when_one_fails(
+    minilm_embedder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch  # type: ignore[no-untyped-def]
+) -> None:
+    naive = {"name": "naive per-tensor", "per_channel": False, "op_types": None}
+    careful = {"name": "per-channel, ffn-out fp32", "per_channel": True, "exclude_ffn_out": True}
+    monkeypatch.setattr(export, "_QUANT_SETUPS", (naive, careful))
+    result = export.export_model("minilm", int8=True, out=tmp_path / "out", progress=False)
+    assert result.int8_used and result.gate["setup"] == careful["name"]
+    assert [a["passed"] for a in result.gate["attempts"]] == [False, True]
+    onnx = pytest.importorskip("onnx")
+    graph = onnx.load(str(result.onnx_path), load_external_data=False).graph
+    ops = [node.op_type for node in graph.node]
+    # The six feed-forward down projections (after GELU) stayed fp32, the other 30 are int8.
+    assert ops.count("MatMulInteger") == 30 and ops.count("MatMul") == 6
