@@ -73,6 +73,11 @@ class Chunk:
         return f"{self.path}:{self.start_line}-{self.end_line}"
 
 
+def document_text(path: str, text: str) -> str:
+    """The text given to the model (and to BM25) for a chunk: its path, a newline, then its text."""
+    return f"{path}\n{text}"
+
+
 def chunk_text(path: str, text: str, params: ChunkParams = ChunkParams()) -> list[Chunk]:
     """Cut one file's text into :class:`Chunk` objects.
 
@@ -88,4 +93,4 @@ def chunk_text(path: str, text: str, params: ChunkParams = ChunkParams()) -> lis
     ]
 
 
-__all__ = ["BACKEND", "Chunk", "ChunkParams", "chunk_lines", "chunk_text", "split_lines"]
+__all__ = ["BACKEND", "Chunk", "ChunkParams", "chunk_lines", "chunk_text", "document_text", "split_lines"]

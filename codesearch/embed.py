@@ -22,13 +22,9 @@ from typing import Any
 import numpy as np
 
 from codesearch import export as _export
+from codesearch.chunking import document_text
 from codesearch.exceptions import ModelNotAvailableError
 from codesearch.models import DEFAULT_MODEL, ModelSpec, resolve_model
-
-
-def document_text(path: str, text: str) -> str:
-    """Return the text embedded for a chunk: its path, a newline, then its text."""
-    return f"{path}\n{text}"
 
 
 def available_cores() -> int:

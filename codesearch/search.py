@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import numpy as np
 
-from codesearch.chunking import ChunkParams, chunk_text
+from codesearch.chunking import ChunkParams, chunk_text, document_text
 from codesearch.exceptions import (
     EmptyRepositoryError,
     IndexCorruptError,
@@ -107,11 +107,6 @@ class IndexReport:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def document_text(path: str, text: str) -> str:
-    """The text given to the model (and to BM25) for a chunk: its path, a newline, its text."""
-    return f"{path}\n{text}"
 
 
 def chunk_key(document: str) -> str:
