@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import re
 import statistics
 import sys
 import tempfile
@@ -45,6 +44,7 @@ from codesearch.exceptions import CodeSearchError
 BENCHMARKS = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCHMARKS))
 from seed_requests import QUESTIONS as SEED_QUESTIONS  # noqa: E402
+from seed_requests import definition_pattern  # noqa: E402
 
 CONFIGS: dict[str, dict[str, Any]] = {
     "article": {"chunking": "lines", "ranking": "article"},
@@ -84,7 +84,7 @@ def seed_questions(repo: Path) -> list[Question]:
     """The requests questions, answered by the def/class line of their target in ``src/``."""
     out = []
     for n, q in enumerate(SEED_QUESTIONS, start=1):
-        pattern = re.compile(rf"^\s*(?:async\s+)?(?:def|class)\s+{re.escape(q.target)}\b")
+        pattern = definition_pattern(q.target)
         answers = tuple(
             Answer(str(path.relative_to(repo)), number)
             for path in sorted((repo / "src").rglob("*.py"))

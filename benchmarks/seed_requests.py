@@ -256,9 +256,14 @@ ARTICLE_OPTIONS: dict[str, Any] = {"chunking": "lines", "ranking": "article"}
 # -- ranks -----------------------------------------------------------------------
 
 
+def definition_pattern(target: str) -> re.Pattern[str]:
+    """A line that defines ``target``: its ``def``, ``async def`` or ``class`` line."""
+    return re.compile(rf"^\s*(?:async\s+)?(?:def|class)\s+{re.escape(target)}\b")
+
+
 def target_positions(chunks: Sequence[dict[str, Any]], target: str) -> set[tuple[str, int, int]]:
     """Chunks holding the ``def``/``class`` line of ``target`` (both, where overlap repeats it)."""
-    pattern = re.compile(rf"^\s*(?:async\s+)?(?:def|class)\s+{re.escape(target)}\b")
+    pattern = definition_pattern(target)
     found = {(c["path"], c["start_line"], c["end_line"]) for c in chunks
              if any(pattern.match(line) for line in c["text"].split("\n"))}
     if not found:
@@ -278,6 +283,8 @@ def answer_rank(cs: CodeSearch, question: Question, mode: str, targets: set[tupl
 def rank_table(runs: Sequence[ModelRun], bm25_searcher: CodeSearch, scope: str | None) -> list[dict[str, Any]]:
     chunks = bm25_searcher.store.load().chunks
     total = len(chunks)
+    # Load each model's index once, not once per question.
+    stored = {run.name: run.searcher.store.load().chunks for run in runs if run.searcher is not None}
     rows = []
     for question in QUESTIONS:
         targets = target_positions(chunks, question.target)
@@ -287,7 +294,7 @@ def rank_table(runs: Sequence[ModelRun], bm25_searcher: CodeSearch, scope: str |
             if run.searcher is None:
                 row[f"dense:{run.name}"] = row[f"hybrid:{run.name}"] = "n/a"
                 continue
-            run_targets = target_positions(run.searcher.store.load().chunks, question.target)
+            run_targets = target_positions(stored[run.name], question.target)
             row[f"dense:{run.name}"] = answer_rank(run.searcher, question, "dense", run_targets, scope, total)
             row[f"hybrid:{run.name}"] = answer_rank(run.searcher, question, "hybrid", run_targets, scope, total)
         rows.append(row)
