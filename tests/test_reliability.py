@@ -6,6 +6,7 @@ Bounded in time: each test runs in well under a minute on two cores.
 from __future__ import annotations
 
 import os
+import multiprocessing
 import random
 import signal
 import subprocess
@@ -23,6 +24,8 @@ from codesearch.exceptions import IndexCorruptError, IndexLockedError
 from codesearch.store import IndexSnapshot, IndexStore
 
 TESTS_DIR = Path(__file__).parent
+FORKSERVER = multiprocessing.get_context("forkserver")
+FORKSERVER.set_forkserver_preload(["numpy", "codesearch.search", "conftest"])
 
 
 def _write_version(root: Path, version: int) -> None:
@@ -65,22 +68,38 @@ def reference_states(tmp_path_factory: pytest.TempPathFactory) -> dict[int, tupl
     return states
 
 
-def _index_in_child(root: Path, index_dir: Path) -> int:
-    """Fork a child that indexes ``root``; return its pid.
+def _index(root: Path, index_dir: Path, die_on_call: int = 0, checkpoint_every: int = 0) -> None:
+    """Index ``root`` in a child process; optionally die (SIGKILL) on the n-th embedding call."""
+    import codesearch.search as search_module
 
-    Forking (instead of starting a new interpreter) makes each trial cheap, so
-    many kill points fit in a short test; the child is still a separate process
-    killed by a real SIGKILL.
+    if checkpoint_every:
+        search_module.CHECKPOINT_EVERY = checkpoint_every
+    model = _DyingEmbedder(die_on_call) if die_on_call else HashingEmbedder()
+    CodeSearch(root, model=model, index_dir=index_dir).index()
+
+
+def _start_index(root: Path, index_dir: Path, **kwargs: int) -> multiprocessing.process.BaseProcess:
+    """Start a child that indexes ``root``.
+
+    Children are forked from a fresh single-threaded forkserver, never from
+    pytest's own process: by this point that process has run onnxruntime and
+    torch thread pools, and a child forked from it can deadlock on a lock some
+    other thread held at the moment of the fork. Forking (instead of starting a
+    new interpreter) keeps each trial cheap, so many kill points fit in a short
+    test; the child is still a separate process killed by a real SIGKILL.
     """
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - runs in the child
-        code = 1
-        try:
-            CodeSearch(root, model=HashingEmbedder(), index_dir=index_dir).index()
-            code = 0
-        finally:
-            os._exit(code)
-    return pid
+    child = FORKSERVER.Process(target=_index, args=(root, index_dir), kwargs=kwargs, daemon=True)
+    child.start()
+    return child
+
+
+def _wait(child: multiprocessing.process.BaseProcess, timeout: float = 120) -> int:
+    child.join(timeout)
+    if child.exitcode is None:
+        child.kill()
+        child.join()
+        pytest.fail(f"indexing child {child.pid} still running after {timeout} s")
+    return child.exitcode
 
 
 def test_kill_9_at_random_points_leaves_old_or_new_index(
@@ -92,9 +111,9 @@ def test_kill_9_at_random_points_leaves_old_or_new_index(
     root = tmp_path / "repo"
     # One uninterrupted run first, so the kills spread over the whole of indexing.
     _write_version(root, 1)
+    assert _wait(_start_index(root, tmp_path / "warm-up")) == 0  # starts the forkserver
     started = time.perf_counter()
-    _, status = os.waitpid(_index_in_child(root, tmp_path / "timing"), 0)
-    assert os.waitstatus_to_exitcode(status) == 0
+    assert _wait(_start_index(root, tmp_path / "timing")) == 0
     duration = time.perf_counter() - started
     for trial in range(trials):
         index_dir = tmp_path / f"index{trial}"
@@ -103,10 +122,10 @@ def test_kill_9_at_random_points_leaves_old_or_new_index(
             _write_version(root, 0)
             CodeSearch(root, model=HashingEmbedder(), index_dir=index_dir).index()
         _write_version(root, 1)
-        pid = _index_in_child(root, index_dir)
+        child = _start_index(root, index_dir)
         time.sleep(rng.uniform(0.0, duration * 1.2))
-        os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
+        child.kill()
+        _wait(child)
 
         store = IndexStore(index_dir)
         if not store.exists():
@@ -258,20 +277,11 @@ class _DyingEmbedder(HashingEmbedder):
         return super().embed_documents(texts, progress)
 
 
-def test_a_crash_mid_embedding_keeps_the_finished_slices(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import codesearch.search as search_module
-
-    monkeypatch.setattr(search_module, "CHECKPOINT_EVERY", 10)
+def test_a_crash_mid_embedding_keeps_the_finished_slices(tmp_path: Path) -> None:
     root, index_dir = tmp_path / "repo", tmp_path / "index"
     _write_version(root, 0)
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child dies on its third slice
-        try:
-            CodeSearch(root, model=_DyingEmbedder(die_on_call=3), index_dir=index_dir).index()
-        finally:
-            os._exit(0)
-    _, status = os.waitpid(pid, 0)
-    assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
+    # The child checkpoints every 10 chunks and dies on its third slice.
+    assert _wait(_start_index(root, index_dir, die_on_call=3, checkpoint_every=10)) == -signal.SIGKILL
     assert not IndexStore(index_dir).exists()  # nothing was committed ...
 
     resumed = CodeSearch(root, model=HashingEmbedder(), index_dir=index_dir).index()

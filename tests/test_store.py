@@ -15,6 +15,7 @@ import json
 import os
 import random
 import re
+import select
 import signal
 import statistics
 import subprocess
@@ -421,6 +422,10 @@ def test_a_child_forked_under_the_lock_neither_holds_nor_keeps_it(tmp_path):
                 time.sleep(30)  # outlive the parent's hold on the lock
             finally:
                 os._exit(1)
+        # The child only tries the lock, but it was forked from a process with
+        # threads: never wait on it forever.
+        readable, _, _ = select.select([ready_r], [], [], 60)
+        assert readable, "the forked child did not answer within 60 s"
         assert os.read(ready_r, 6) == b"locked"
     try:
         IndexStore(tmp_path).save(make_state(2), timeout=0)  # released although the child lives
