@@ -165,6 +165,14 @@ def test_model_mismatch_is_refused(repo: Path, tmp_path: Path) -> None:
     assert other.search("super_len", k=1, mode="bm25")[0].path == "src/pkg/utils.py"
 
 
+def test_same_model_name_but_another_export_is_refused_with_its_own_message(repo: Path, tmp_path: Path) -> None:
+    _cs(repo, tmp_path, HashingEmbedder(name="minilm", salt="fp32")).index()
+    other = _cs(repo, tmp_path, HashingEmbedder(name="minilm", salt="int8"))  # same name, other weights
+    with pytest.raises(ModelMismatchError, match="another export of 'minilm'.*re-index") as refused:
+        other.search("redirect", mode="hybrid")
+    assert "search with --model" not in str(refused.value)
+
+
 def test_keyword_search_never_loads_the_model(repo: Path, tmp_path: Path, hashing_embedder: HashingEmbedder) -> None:
     _cs(repo, tmp_path, hashing_embedder).index()
     cs = CodeSearch(repo, model="no-such-model-anywhere", index_dir=tmp_path / "index")
