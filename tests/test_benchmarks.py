@@ -12,6 +12,7 @@ BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 sys.path.insert(0, str(BENCHMARKS))
 
 import chunker_speed  # noqa: E402
+import quality  # noqa: E402
 import seed_requests  # noqa: E402
 
 TARGETS = {
@@ -75,5 +76,38 @@ def test_chunker_speed_runs(tiny_requests: Path, tmp_path: Path) -> None:
     assert chunker_speed.main(["--corpus", str(tiny_requests), "--min-mb", "0.0001", "--repeat", "1",
                                "--json", str(out)]) == 0
     data = json.loads(out.read_text())
-    assert set(data) >= {"mb", "cython_mb_s", "python_mb_s", "speedup", "identical"}
+    assert set(data) >= {"mb", "cython_mb_s", "python_mb_s", "speedup", "identical", "max_speedup"}
     assert data["identical"] is True
+    assert data["max_speedup"] > 0
+
+
+@pytest.mark.slow
+def test_quality_runs_both_configs_side_by_side(tiny_requests: Path, tmp_path: Path, minilm_embedder) -> None:
+    corpora = tmp_path / "corpora"
+    (corpora / "toy").mkdir(parents=True)
+    (corpora / "toy" / "lib.py").write_text(
+        "def retry_with_backoff(call):\n    \"\"\"Call again after waiting longer each time.\"\"\"\n    return call()\n\n\n"
+        "def parse_config(path):\n    \"\"\"Read settings from an ini file.\"\"\"\n    return {}\n"
+    )
+    questions = tmp_path / "questions.json"
+    questions.write_text(json.dumps({
+        "description": "toy",
+        "corpora": {"toy": {"folder": "toy"}},
+        "questions": [
+            {"id": "toy-01", "corpus": "toy", "kind": "behaviour", "query": "wait longer before trying again",
+             "answers": [{"path": "lib.py", "symbol": "retry_with_backoff", "line": 1}]},
+            {"id": "toy-02", "corpus": "toy", "kind": "identifier", "query": "parse_config",
+             "answers": [{"path": "lib.py", "symbol": "parse_config", "line": 6}]},
+        ],
+    }))
+    out = tmp_path / "quality.json"
+    assert quality.main(["--questions", str(questions), "--corpora", str(corpora), "--requests", str(tiny_requests),
+                         "--index-dir", str(tmp_path / "indexes"), "--json", str(out)]) == 0
+    data = json.loads(out.read_text())["models"]["minilm"]
+    assert set(data["configs"]) == {"article", "default"}
+    for config in data["configs"].values():
+        assert set(config["heldout"]) == {"bm25", "dense", "hybrid"}
+        assert config["index_s"] > 0 and config["query_p50_ms"] > 0 and config["chunks"] >= 2
+        assert config["requests"]["hybrid"]["questions"] == 10
+    assert data["configs"]["default"]["heldout"]["bm25"]["hit@1"] >= 0.5  # parse_config: its definition first
+    assert "ndcg10_gain_hybrid" in data
