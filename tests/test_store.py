@@ -410,12 +410,13 @@ def test_lock_is_reentrant_for_its_store_and_exclusive_between_threads(tmp_path)
 def test_a_child_forked_under_the_lock_neither_holds_nor_keeps_it(tmp_path):
     store = IndexStore(tmp_path)
     ready_r, ready_w = os.pipe()
+    state = make_state(1)  # built before the fork: the child only tries the lock
     with store.write_lock():
         pid = os.fork()
         if pid == 0:  # pragma: no cover - runs in the child
             try:
                 try:
-                    store.save(make_state(1))
+                    store.save(state)
                     os.write(ready_w, b"saved!")
                 except IndexLockedError:
                     os.write(ready_w, b"locked")
