@@ -25,18 +25,18 @@ class OptionalBuildExt(build_ext):
     def run(self) -> None:
         try:
             super().run()
-        except Exception as exc:  # noqa: BLE001 - any compiler/toolchain failure
+        except Exception as exc:  # any compiler or toolchain failure
             if _extension_required():
                 raise
-            warnings.warn(f"codesearch: Cython chunker not built ({exc}); the pure-Python twin will be used")
+            warnings.warn(f"codesearch: Cython chunker not built ({exc}); the pure-Python twin will be used", stacklevel=2)
 
     def build_extension(self, ext: Extension) -> None:
         try:
             super().build_extension(ext)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             if _extension_required():
                 raise
-            warnings.warn(f"codesearch: building {ext.name} failed ({exc}); the pure-Python twin will be used")
+            warnings.warn(f"codesearch: building {ext.name} failed ({exc}); the pure-Python twin will be used", stacklevel=2)
 
 
 def _optimise() -> list[str]:
@@ -50,7 +50,7 @@ def _extensions() -> list[Extension]:
     except ImportError:
         if _extension_required():
             raise
-        warnings.warn("codesearch: Cython is not installed; the pure-Python chunker will be used")
+        warnings.warn("codesearch: Cython is not installed; the pure-Python chunker will be used", stacklevel=2)
         return []
     return cythonize(
         [Extension("codesearch._chunker", ["codesearch/_chunker.pyx"], extra_compile_args=_optimise())],

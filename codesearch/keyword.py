@@ -172,7 +172,7 @@ class BM25(BaseEstimator):  # type: ignore[misc]
             NotFittedError: ``fit`` (or ``from_arrays``) has not been called.
         """
         self._check_fitted()
-        n_docs, n_terms = self.weights_.shape
+        _n_docs, n_terms = self.weights_.shape
         query_weights = np.zeros(n_terms, dtype=np.float64)
         vocabulary = self.vocabulary_
         for term, count in Counter(code_tokens(query)).items():

@@ -45,7 +45,7 @@ import time
 import weakref
 import zipfile
 from collections.abc import Iterator, Sequence
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, NamedTuple
@@ -661,10 +661,8 @@ def _collect_garbage(directory: Path, *, keep: str | None, generations: bool) ->
 
 
 def _unlink_quietly(path: Path) -> None:
-    try:
+    with suppress(OSError):
         os.unlink(path)
-    except OSError:
-        pass
 
 
 _STORES: weakref.WeakSet[IndexStore] = weakref.WeakSet()

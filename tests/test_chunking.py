@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import itertools
 import os
 import subprocess
 import sys
@@ -56,7 +57,7 @@ def _check_properties(text: str, target: int, overlap: int, cpt: int) -> None:
     for number, line in enumerate(lines, start=1):
         if line.strip():
             assert number in covered, f"line {number} is not in any chunk"
-    for (s1, e1, _), (s2, _e2, _) in zip(chunks, chunks[1:]):
+    for (s1, e1, _), (s2, _e2, _) in itertools.pairwise(chunks):
         if s2 <= e1:
             # Overlap covers at most the overlap budget plus the one line that crossed it.
             shared = lines[s2 - 1 : e1]
@@ -151,7 +152,7 @@ def test_chunk_reports_path_and_range() -> None:
 @needs_extension
 def test_extension_is_used_unless_pure_python_forced() -> None:
     expected = "python" if os.environ.get("CODESEARCH_PUREPYTHON") == "1" else "cython"
-    assert BACKEND == expected
+    assert expected == BACKEND
 
 
 def test_pure_python_can_be_forced() -> None:
@@ -162,7 +163,7 @@ def test_pure_python_can_be_forced() -> None:
 
 
 def test_missing_extension_falls_back_with_warning(monkeypatch: pytest.MonkeyPatch) -> None:
-    import codesearch.chunking as chunking
+    from codesearch import chunking
 
     monkeypatch.delenv("CODESEARCH_PUREPYTHON", raising=False)
     monkeypatch.setitem(sys.modules, "codesearch._chunker", None)  # makes the import fail

@@ -160,8 +160,9 @@ def test_lock_held_is_one_line_error(repo: Path, keyword_index: Path) -> None:
 def test_model_mismatch_and_info_model_with_the_real_model(
     repo: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    from codesearch import CodeSearch
     from conftest import HashingEmbedder
+
+    from codesearch import CodeSearch
 
     assert _run("export", "minilm", "--quiet").returncode == 0  # warm the cache: no progress bar below
     tmp_path = tmp_path_factory.mktemp("indexes")  # outside the repository

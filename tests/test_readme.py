@@ -52,6 +52,6 @@ def test_python_example_runs(tmp_path: Path, monkeypatch) -> None:  # type: igno
     )
     monkeypatch.setenv("CODESEARCH_CACHE_DIR", os.environ.get("CODESEARCH_CACHE_DIR", str(tmp_path / "cache")))
     namespace: dict[str, object] = {}
-    exec(compile(block.replace("path/to/repo", str(repo)), "README.md", "exec"), namespace)  # noqa: S102
+    exec(compile(block.replace("path/to/repo", str(repo)), "README.md", "exec"), namespace)
     hits = namespace["hits"]
     assert hits and hits[0].path == "src/sessions.py"  # type: ignore[index,attr-defined]

@@ -5,8 +5,8 @@ Bounded in time: each test runs in well under a minute on two cores.
 
 from __future__ import annotations
 
-import os
 import multiprocessing
+import os
 import random
 import signal
 import subprocess

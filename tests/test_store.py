@@ -390,7 +390,7 @@ def test_lock_is_reentrant_for_its_store_and_exclusive_between_threads(tmp_path)
         try:
             with store.write_lock(timeout=0):
                 pass
-        except BaseException as err:  # noqa: BLE001 - handed back to the test
+        except BaseException as err:
             errors.append(err)
 
     with store.write_lock():

@@ -179,7 +179,8 @@ def main(argv: list[str] | None = None) -> int:
             print("ERROR", e, file=sys.stderr)
         return 1
     n_ans = sum(len(q["answers"]) for q in data["questions"])
-    print(f"checked {len(data['questions'])} questions, {n_ans} answers in {len(corpora)} corpora under {dest}: all lines hold their def/class")
+    print(f"checked {len(data['questions'])} questions, {n_ans} answers in {len(corpora)} corpora under {dest}: "
+          "all lines hold their def/class")
     return 0
 
 

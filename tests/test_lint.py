@@ -1,0 +1,29 @@
+"""The code stays lint-clean and type-checked (ruff and mypy, configured in pyproject.toml)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _run(*command: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300, check=False)
+
+
+def test_ruff_finds_nothing() -> None:
+    if shutil.which("ruff") is None:
+        pytest.skip("ruff is not installed (pip install -e '.[test]')")
+    result = _run("ruff", "check", "codesearch", "benchmarks", "tests", "setup.py")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_mypy_finds_nothing() -> None:
+    pytest.importorskip("mypy")
+    result = _run(sys.executable, "-m", "mypy")
+    assert result.returncode == 0, result.stdout + result.stderr
