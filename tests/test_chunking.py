@@ -7,6 +7,7 @@ import itertools
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -83,6 +84,46 @@ def test_twins_agree_on_any_unicode(text: str) -> None:
     expected = _chunker_py.chunk_lines(text, 3, 1, 2)
     if _chunker_c is not None:
         assert _chunker_c.chunk_lines(text, 3, 1, 2) == expected
+
+
+def _real_source() -> str:
+    """About 300 KB of this package's own source, lines of every length."""
+    folder = Path(__file__).resolve().parent.parent / "codesearch"
+    return "".join(path.read_text(encoding="utf-8") for path in sorted(folder.glob("*.py"))) * 2
+
+
+@pytest.mark.skipif(_chunker_c is None, reason="the Cython chunker is not built")
+@pytest.mark.parametrize("widen", ["", "\u00e9", "\u20ac", "\U0001f600"], ids=["ascii", "latin1", "ucs2", "ucs4"])
+@pytest.mark.parametrize("line_end", ["\n", "\r\n", "late-cr"])
+def test_twins_agree_on_large_real_text(widen: str, line_end: str) -> None:
+    # Large inputs take the vectorised paths (blocks of 255 vectors, a carriage
+    # return seen only near the end) that short generated texts do not reach.
+    text = _real_source() + widen
+    if line_end == "\r\n":
+        text = text.replace("\n", "\r\n")
+    elif line_end == "late-cr":
+        text = text + "tail\rline\n"
+    assert _chunker_c is not None
+    for params in [(700, 80, 4), (50, 10, 4), (2000, 0, 4), (1, 1, 1)]:
+        assert _chunker_c.chunk_lines(text, *params) == _chunker_py.chunk_lines(text, *params), params
+    assert _chunker_c.split_lines(text) == _chunker_py.split_lines(text)
+
+
+@pytest.mark.skipif(_chunker_c is None, reason="the Cython chunker is not built")
+@pytest.mark.parametrize(
+    "text",
+    [
+        "\n" * 100_000,  # a newline in every byte of every vector
+        ("x" * 15 + "\n") * 20_000,  # a newline in the same vector lane, vector after vector
+        ("x" * 15 + "\n") * 20_000 + "\r",
+        "\u20ac" + ("x" * 7 + "\n") * 40_000,
+        "\u20ac" + "\n" * 100_000,  # more newlines than a 16-bit block counter holds
+    ],
+    ids=["all-newlines", "same-lane", "same-lane-then-cr", "ucs2-same-lane", "ucs2-all-newlines"],
+)
+def test_twins_agree_when_newline_counters_fill_up(text: str) -> None:
+    for params in [(700, 80, 4), (100_000, 0, 4)]:
+        assert _chunker_c.chunk_lines(text, *params) == _chunker_py.chunk_lines(text, *params), params  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize(
