@@ -5,10 +5,11 @@ Same functions, same signatures, identical results, but no per-line work in
 Python. A window of whole lines grows "while its size is below the budget", and
 a line costs its length + 1, so a window that starts at offset ``s`` ends at the
 first ``\\n`` at or after ``s + budget - 1``: one ``memchr`` per window finds it.
-Line numbers come from counting newlines over each window in a plain C loop
-(which the compiler vectorises); the same loop notices a ``\\r``, and only then
-is the text normalised and chunked again. The overlap is found by scanning back
-from the window's end. Chunk texts are copied straight from the string's buffer.
+Line numbers come from counting the newlines of each window (SSE2 for 1-byte
+strings, a loop the compiler vectorises for wider ones); the same pass notices
+a ``\\r``, and only then is the text normalised and chunked again. The overlap
+is found by scanning back from the window's end (``memrchr`` on glibc). ASCII
+chunk texts are copied straight from the string's buffer.
 """
 
 from cpython.unicode cimport Py_UNICODE_ISSPACE
