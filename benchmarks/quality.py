@@ -130,44 +130,37 @@ def metrics(results: Sequence[tuple[list[int], int]]) -> dict[str, float]:
     return {k: round(v, 4) for k, v in out.items()}
 
 
-def evaluate(cs: CodeSearch, questions: Sequence[Question], modes: Sequence[str]) -> tuple[dict[str, Any], list[float]]:
-    """Rank of every answer, per mode; and the seconds of each hybrid search (at depth 100)."""
+def evaluate(cs: CodeSearch, questions: Sequence[Question], modes: Sequence[str]) -> dict[str, Any]:
+    """Metrics and the ranks of every answer, per mode."""
     per_mode: dict[str, Any] = {}
-    query_seconds: list[float] = []
     for mode in modes:
         results = []
         ranks_by_id = {}
         for q in questions:
-            started = time.perf_counter()
-            hits = cs.search(q.query, k=DEPTH, mode=mode)  # type: ignore[arg-type]
-            if mode == "hybrid":
-                query_seconds.append(time.perf_counter() - started)
-            ranks = answer_ranks(hits, q.answers)
+            ranks = answer_ranks(cs.search(q.query, k=DEPTH, mode=mode), q.answers)  # type: ignore[arg-type]
             results.append((ranks, len(q.answers)))
             ranks_by_id[q.id] = ranks
         per_mode[mode] = {"metrics": metrics(results), "ranks": ranks_by_id}
-    return per_mode, query_seconds
+    return per_mode
 
 
 def interleaved_query_seconds(
-    searchers: dict[str, list[tuple[CodeSearch, Sequence[Question]]]], rounds: int = 3
+    corpora: Sequence[tuple[Sequence[Question], dict[str, CodeSearch]]], rounds: int = 3
 ) -> dict[str, list[float]]:
     """Seconds of each hybrid top-10 search (what a user waits for), per configuration.
 
-    Every question is asked of each configuration in turn, ``rounds`` times, so
-    the configurations are timed side by side under the same machine load.
+    ``corpora`` holds each corpus's questions with its searcher per
+    configuration. Every question is asked of each configuration in turn,
+    ``rounds`` times, so the configurations are timed under the same load.
     """
-    seconds: dict[str, list[float]] = {config: [] for config in searchers}
-    configs = list(searchers)
+    seconds: dict[str, list[float]] = {}
     for _ in range(rounds):
-        for position in range(len(searchers[configs[0]])):
-            questions = searchers[configs[0]][position][1]
+        for questions, searchers in corpora:
             for q in questions:
-                for config in configs:
-                    cs = searchers[config][position][0]
+                for config, cs in searchers.items():
                     started = time.perf_counter()
                     cs.search(q.query, k=10, mode="hybrid")
-                    seconds[config].append(time.perf_counter() - started)
+                    seconds.setdefault(config, []).append(time.perf_counter() - started)
     return seconds
 
 
@@ -228,19 +221,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             index_s = dict.fromkeys(configs, 0.0)
             chunks = dict.fromkeys(configs, 0)
             per_set: dict[str, dict[str, Any]] = {config: {} for config in configs}
-            searchers: dict[str, list[tuple[CodeSearch, Sequence[Question]]]] = {config: [] for config in configs}
+            searched: list[tuple[Sequence[Question], dict[str, CodeSearch]]] = []
             # Corpora outside, configurations inside: each pair of index times is
             # measured back to back, so a noisy neighbour hits both alike.
             for name, (root, questions) in sets.items():
+                searchers: dict[str, CodeSearch] = {}
                 for config in configs:
                     cs = CodeSearch(root, model=embedder, index_dir=Path(tmp) / model / config / name,
                                     **CONFIGS[config])
                     report = cs.index()
                     index_s[config] += report.seconds
                     chunks[config] += report.chunks
-                    per_set[config][name], _ = evaluate(cs, questions, MODES)
-                    searchers[config].append((cs, questions))
-            query_s = interleaved_query_seconds(searchers)
+                    per_set[config][name] = evaluate(cs, questions, MODES)
+                    searchers[config] = cs
+                searched.append((questions, searchers))
+            query_s = interleaved_query_seconds(searched)
             for config in configs:
                 found = per_set[config]
                 heldout_results = {
@@ -257,7 +252,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "ranks": {n: {m: found[n][m]["ranks"] for m in MODES} for n in found},
                     "index_s": round(index_s[config], 2),
                     "chunks": chunks[config],
-                    "query_p50_ms": round(statistics.median(query_s[config]) * 1000, 2) if query_s[config] else None,
+                    "query_p50_ms": round(statistics.median(query_s[config]) * 1000, 2) if query_s.get(config) else None,
                 }
             result["models"][model] = model_result
 

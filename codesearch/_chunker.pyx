@@ -225,14 +225,11 @@ def chunk_lines(str text, Py_ssize_t target_tokens=700, Py_ssize_t overlap_token
     cdef Py_ssize_t budget = target_tokens * chars_per_token
     cdef Py_ssize_t overlap = overlap_tokens * chars_per_token
     cdef bint carriage = False
-    cdef list chunks
-    for _ in range(2):
-        chunks = _dispatch(text, budget, overlap, &carriage)
-        if not carriage:
-            return chunks
-        text = _normalise(text)
+    cdef list chunks = _dispatch(text, budget, overlap, &carriage)
+    if carriage:  # rare: line ends with \r; normalise them and cut again
         carriage = False
-    raise AssertionError("a normalised text still has a carriage return")  # unreachable
+        chunks = _dispatch(_normalise(text), budget, overlap, &carriage)
+    return chunks
 
 
 cdef list _dispatch(str text, Py_ssize_t budget, Py_ssize_t overlap, bint* carriage):

@@ -415,20 +415,21 @@ class CodeSearch:
                 "search with mode='bm25' (--mode bm25) or re-index with a model"
             )
         embedder = self.embedder
-        if stored.get("fingerprint") != embedder.fingerprint and stored.get("name") == embedder.spec.name:
+        if stored.get("fingerprint") == embedder.fingerprint:
+            return
+        if stored.get("name") == embedder.spec.name:
             raise ModelMismatchError(
                 f"the index at {self.store.directory} was built with another export of {embedder.spec.name!r} "
                 f"(fingerprint {str(stored.get('fingerprint'))[:12]}, this one is {embedder.fingerprint[:12]}: "
                 "other export options, such as --int8, or other library versions); "
                 f"re-index with `codesearch index --model {embedder.spec.name}`"
             )
-        if stored.get("fingerprint") != embedder.fingerprint:
-            raise ModelMismatchError(
-                f"the index at {self.store.directory} was built with model {stored.get('name')!r} "
-                f"(fingerprint {str(stored.get('fingerprint'))[:12]}), but this query would be embedded by "
-                f"{embedder.spec.name!r} (fingerprint {embedder.fingerprint[:12]}); re-index with "
-                f"`codesearch index --model {embedder.spec.name}` or search with --model {stored.get('name')}"
-            )
+        raise ModelMismatchError(
+            f"the index at {self.store.directory} was built with model {stored.get('name')!r} "
+            f"(fingerprint {str(stored.get('fingerprint'))[:12]}), but this query would be embedded by "
+            f"{embedder.spec.name!r} (fingerprint {embedder.fingerprint[:12]}); re-index with "
+            f"`codesearch index --model {embedder.spec.name}` or search with --model {stored.get('name')}"
+        )
 
     # -- facts -----------------------------------------------------------------
 
