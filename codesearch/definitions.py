@@ -1,40 +1,45 @@
 """Definition-aware chunking: chunks that follow functions, classes and methods.
 
-:func:`chunk_definitions` parses a file with a tree-sitter grammar (one maintained
-PyPI wheel per language, working offline) and cuts it along its definitions:
+:func:`cut_file` parses a file with the tree-sitter grammar of its language (see
+:mod:`codesearch.languages`: one maintained PyPI wheel per language, working
+offline) and cuts it along its definitions:
 
 * a definition that fits the budget (``target_tokens * chars_per_token``
   characters, each line costing its length + 1) is one chunk, together with the
   comments, decorators and attributes directly above it (no blank line between);
-* a class (or Rust ``impl``/``trait``/``mod``, Java interface/enum/record, TS
-  interface/namespace) too big for the budget is split into its members; its
-  header -- signature, docstring and whatever comes before the first member --
-  is a chunk of its own or is grouped with the members after it;
+* a container (class, module, namespace, impl, trait, object ...) too big for
+  the budget is split into its members; its header -- signature, docstring and
+  whatever comes before the first member -- joins the first member or is a
+  chunk of its own;
 * a function too big for the budget is cut by the line-window chunker
   (:func:`codesearch.chunking.chunk_lines`) over its own lines, every window
   recording the function's symbol;
-* tiny definitions (under a quarter of the budget each) and the statements
-  between definitions (imports, constants) are grouped into chunks up to the
-  budget; a statement run bigger than the budget is cut into line windows.
+* small neighbours -- tiny definitions (under a quarter of the budget each),
+  imports, constants and comments between definitions -- are grouped up to the
+  budget, and a group still under a quarter of the budget joins the chunk
+  after it (or before it) when both fit, so a lone ``# -- section --`` comment
+  is never a chunk of its own;
+* adjacent definitions of the same name (a Haskell signature and its
+  equations, TypeScript overloads) are one definition.
 
 Line numbers are those of an editor (``\\r\\n`` and a lone ``\\r`` end a line),
 every non-blank line lands in at least one chunk, and a chunk's text is exactly
 its lines joined by ``"\\n"`` -- the contract of :func:`~codesearch.chunking.chunk_text`.
 
-``Chunk.symbols`` holds qualified names: ``"Session.rebuild_method"`` (Python,
-JavaScript/TypeScript, Java: ``Outer.Inner.method``), ``"super_len"``; Go methods
-are ``"Client.Do"`` whatever the receiver (``*Client`` and ``Client`` both give
-``Client``, type parameters dropped); Rust impls are ``"impl Foo"`` or
-``"impl fmt::Display for Foo"`` and their items ``"Foo::bar"``, trait and module
-items ``"Trait::item"``/``"module::item"``. A chunk with a whole class lists the
-class and its members; a header or member-level statement chunk of a split class
-lists the class; module-level statement chunks have ``()``.
+``Chunk.symbols`` holds qualified names: ``"Session.rebuild_method"``,
+``"super_len"``, ``"Client.Do"`` (Go, whatever the receiver), ``"impl fmt::Display
+for Foo"`` and ``"Foo::bar"`` (Rust), ``"fmt::detail::buffer::push_back"`` (C++),
+``"Rack::Request.call"`` (Ruby), ``"Plug.Conn.put_status"`` (Elixir). A chunk with
+a whole class lists the class and its members; a header or member-level
+statement chunk of a split class lists the class; module-level statement
+chunks have ``()``.
 
-Files in other languages, and every language when its grammar package is not
-installed, go to the line-window chunker with ``symbols=()``. Files with syntax
-errors are still cut along the definitions tree-sitter recovered. The function
-never raises on any text: an unexpected failure is logged and the file falls
-back to line windows.
+Files of no known language, files whose grammar is missing or does not load,
+files over :data:`MAX_PARSE_BYTES` and files tree-sitter cannot read at all go
+to the line-window chunker with ``symbols=()``, and :func:`cut_file` says why
+(:data:`FALLBACK_REASONS`). Files with syntax errors are still cut along the
+definitions tree-sitter recovered. Nothing here raises on any text: an
+unexpected failure is logged and the file falls back to line windows.
 """
 
 from __future__ import annotations
@@ -42,72 +47,58 @@ from __future__ import annotations
 import importlib
 import logging
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from itertools import accumulate
 from typing import TYPE_CHECKING, NamedTuple
 
 from codesearch.chunking import Chunk, ChunkParams, chunk_lines, chunk_text, split_lines
+from codesearch.languages import LANGUAGES, Definition, Language, language_for
 
 if TYPE_CHECKING:  # pragma: no cover
     from tree_sitter import Node, Parser
 
 log = logging.getLogger(__name__)
 
-#: Languages with definition-aware chunking, as :func:`language_for` names them.
-SUPPORTED_LANGUAGES: tuple[str, ...] = ("python", "javascript", "typescript", "tsx", "go", "rust", "java")
-
-#: Lower-cased file extension -> language.
-EXTENSIONS: dict[str, str] = {
-    ".py": "python",
-    ".pyi": "python",
-    ".js": "javascript",
-    ".mjs": "javascript",
-    ".cjs": "javascript",
-    ".jsx": "javascript",
-    ".ts": "typescript",
-    ".mts": "typescript",
-    ".cts": "typescript",
-    ".tsx": "tsx",
-    ".go": "go",
-    ".rs": "rust",
-    ".java": "java",
-}
+#: Languages with definition-aware chunking.
+SUPPORTED_LANGUAGES: tuple[str, ...] = tuple(LANGUAGES)
 
 #: Definitions smaller than this fraction of the budget are grouped with their
 #: neighbours; bigger ones are a chunk of their own.
 TINY_FRACTION = 0.25
 
+#: Files larger than this are not parsed (their trees cost more than they give).
+MAX_PARSE_BYTES = 512 * 1024
+
+#: Why a file got line windows instead of definitions.
+NO_LANGUAGE = "unknown extension"
+NO_GRAMMAR = "no grammar"
+PARSE_ERROR = "parse error"
+TOO_LARGE = "too large"
+FALLBACK_REASONS = (NO_LANGUAGE, NO_GRAMMAR, PARSE_ERROR, TOO_LARGE)
+
 # Containers nested deeper than this are not split further (guards recursion).
 _MAX_DEPTH = 40
 
-# language -> (module, function returning the grammar's language pointer)
-_GRAMMARS: dict[str, tuple[str, str]] = {
-    "python": ("tree_sitter_python", "language"),
-    "javascript": ("tree_sitter_javascript", "language"),
-    "typescript": ("tree_sitter_typescript", "language_typescript"),
-    "tsx": ("tree_sitter_typescript", "language_tsx"),
-    "go": ("tree_sitter_go", "language"),
-    "rust": ("tree_sitter_rust", "language"),
-    "java": ("tree_sitter_java", "language"),
-}
-
 _PARSERS: dict[str, Parser | None] = {}
 _PARSER_LOCK = threading.Lock()
+_WARNED: set[str] = set()
 
 
-def language_for(path: str) -> str | None:
-    """Return the language of ``path`` by its extension, or ``None`` if unsupported.
+class FileChunks(NamedTuple):
+    """What :func:`cut_file` made of one file.
 
-    Returns:
-        One of :data:`SUPPORTED_LANGUAGES` (``"tsx"`` for ``.tsx``, which needs
-        its own grammar), or ``None``.
+    Attributes:
+        chunks: the chunks, sorted by start line.
+        language: the file's language name, or ``None`` when none is known.
+        fallback: why the file got line windows (one of
+            :data:`FALLBACK_REASONS`), or ``None`` when it was cut along its
+            definitions.
     """
-    name = path.rsplit("/", 1)[-1].rsplit("\\", 1)[-1]
-    dot = name.rfind(".")
-    if dot <= 0:
-        return None
-    return EXTENSIONS.get(name[dot:].lower())
+
+    chunks: list[Chunk]
+    language: str | None
+    fallback: str | None
 
 
 def grammar_available(language: str) -> bool:
@@ -122,51 +113,73 @@ def _parser(language: str) -> Parser | None:
     except KeyError:
         pass
     parser: Parser | None = None
+    spec = LANGUAGES[language]
     try:
         import tree_sitter
 
-        module_name, function = _GRAMMARS[language]
-        grammar = getattr(importlib.import_module(module_name), function)()
+        grammar = getattr(importlib.import_module(spec.grammar), spec.entry)()
         parser = tree_sitter.Parser(tree_sitter.Language(grammar))
     except Exception as exc:  # ImportError, or a grammar built for another tree-sitter ABI
-        log.warning(
-            "codesearch: no tree-sitter grammar for %s (%s); its files get line-window chunks. "
-            "Install it with `pip install tree-sitter %s`.",
-            language,
-            exc,
-            _GRAMMARS.get(language, ("?",))[0].replace("_", "-"),
-        )
+        if language not in _WARNED:
+            _WARNED.add(language)
+            log.warning(
+                "codesearch: no tree-sitter grammar for %s (%s); its files get line-window chunks. "
+                "Install it with `pip install %s`.", language, exc, spec.package,
+            )
     _PARSERS[language] = parser
     return parser
 
 
-def chunk_definitions(path: str, text: str, params: ChunkParams = ChunkParams()) -> list[Chunk]:
-    """Cut one file's text into chunks that follow its definitions.
+def _first_line(text: str) -> str:
+    end = text.find("\n", 0, 512)
+    return text[: end if end >= 0 else 512]
+
+
+def cut_file(path: str, text: str, params: ChunkParams | None = None) -> FileChunks:
+    """Cut one file's text into chunks that follow its definitions, and say how it was cut.
 
     Args:
-        path: the file's path (its extension picks the language).
+        path: the file's path (its extension or name picks the language; a
+            ``#!`` line does when neither is known).
         text: the file's text, any line endings.
         params: the chunk budget; also the line-window fallback's sizes.
+            Default: :meth:`ChunkParams.for_chunking` of ``"definitions"``.
 
     Returns:
-        Chunks sorted by start line, covering every non-blank line, each with the
-        qualified names of the definitions it holds. For an unsupported language
-        or a missing grammar, exactly :func:`~codesearch.chunking.chunk_text`.
+        The chunks (sorted by start line, covering every non-blank line, each
+        with the qualified names of the definitions it holds), the language
+        and, for a file cut into line windows, the reason.
     """
-    language = language_for(path)
-    if language is None:
-        return chunk_text(path, text, params)
+    params = params if params is not None else ChunkParams.for_chunking("definitions")
+    lang = language_for(path, _first_line(text) if text.startswith("#!") else None)
+    if lang is None:
+        return FileChunks(chunk_text(path, text, params), None, NO_LANGUAGE)
+    if _parser(lang.name) is None:
+        return FileChunks(chunk_text(path, text, params), lang.name, NO_GRAMMAR)
+    if len(text) > MAX_PARSE_BYTES:
+        return FileChunks(chunk_text(path, text, params), lang.name, TOO_LARGE)
     try:
-        chunks = _chunk_definitions(path, text, params, language)
+        chunks = _chunk_definitions(path, text, params, lang)
     except Exception:  # never fail a whole index over one file
         log.warning("codesearch: definition chunking failed for %s; using line windows", path, exc_info=True)
-        return chunk_text(path, text, params)
-    return chunk_text(path, text, params) if chunks is None else chunks
+        chunks = None
+    if chunks is None:
+        return FileChunks(chunk_text(path, text, params), lang.name, PARSE_ERROR)
+    return FileChunks(chunks, lang.name, None)
 
 
-def _chunk_definitions(path: str, text: str, params: ChunkParams, language: str) -> list[Chunk] | None:
-    """The work of :func:`chunk_definitions`; ``None`` when the grammar is missing. May raise."""
-    parser = _parser(language)
+def chunk_definitions(path: str, text: str, params: ChunkParams | None = None) -> list[Chunk]:
+    """The chunks of :func:`cut_file` alone.
+
+    For a file of no known language, or one whose grammar is missing, exactly
+    :func:`~codesearch.chunking.chunk_text`.
+    """
+    return cut_file(path, text, params).chunks
+
+
+def _chunk_definitions(path: str, text: str, params: ChunkParams, lang: Language) -> list[Chunk] | None:
+    """The work of :func:`cut_file`; ``None`` when the tree cannot be read. May raise."""
+    parser = _parser(lang.name)
     if parser is None:
         return None
     lines = split_lines(text)
@@ -175,273 +188,17 @@ def _chunk_definitions(path: str, text: str, params: ChunkParams, language: str)
     source = "\n".join(lines).encode("utf-8", "replace")
     with _PARSER_LOCK:  # a Parser is not safe to share between threads mid-parse
         tree = parser.parse(source)
-    cutter = _Cutter(lines, params, _LANGS[language])
+    root = tree.root_node
+    cutter = _Cutter(lines, params, lang)
     try:
-        pieces = cutter.cut(tree.root_node)
+        pieces = cutter.cut(root)
     except RecursionError:
         return None
+    if root.has_error and not any(symbols for _, _, symbols in pieces):
+        return None  # nothing recovered: line windows cut it no worse
     return [
         Chunk(path, start + 1, end + 1, "\n".join(lines[start : end + 1]), symbols) for start, end, symbols in pieces
     ]
-
-
-# --------------------------------------------------------------------------- languages
-
-
-class _Def(NamedTuple):
-    """A recognised definition node.
-
-    Attributes:
-        symbols: its qualified name(s) (several for ``let a = () => 1, b = ...``).
-        body: the node holding its members, for containers that may be split.
-        prefix: the qualifier its members get (``"Session"``, Rust ``"Foo"``).
-    """
-
-    symbols: tuple[str, ...]
-    body: Node | None = None
-    prefix: str = ""
-
-
-_Classify = Callable[["Node", str], "_Def | None"]
-
-
-@dataclass(frozen=True)
-class _Lang:
-    """How to read one grammar.
-
-    Attributes:
-        classify: ``(node, prefix) -> _Def | None`` for a child of a module or body.
-        attach: node types that stick to the definition right below them
-            (comments, decorators, attributes).
-        transparent: node types whose children are read as if they were at this
-            level (error recovery nodes, Java's enum body declarations).
-        sep: the qualifier separator of member names.
-    """
-
-    classify: _Classify
-    attach: frozenset[str]
-    transparent: frozenset[str] = frozenset({"ERROR"})
-    sep: str = "."
-
-
-def _text(node: Node | None) -> str:
-    if node is None or node.text is None:
-        return ""
-    return node.text.decode("utf-8", "replace")
-
-
-def _name(node: Node, field_name: str = "name") -> str:
-    return _text(node.child_by_field_name(field_name)).strip()
-
-
-def _qual(prefix: str, name: str, sep: str = ".") -> str:
-    return f"{prefix}{sep}{name}" if prefix else name
-
-
-def _py_classify(node: Node, prefix: str) -> _Def | None:
-    if node.type == "decorated_definition":
-        inner = node.child_by_field_name("definition")
-        if inner is None:
-            return None
-        node = inner
-    if node.type == "function_definition":
-        name = _name(node)
-        return _Def((_qual(prefix, name),)) if name else None
-    if node.type == "class_definition":
-        name = _name(node)
-        if not name:
-            return None
-        qual = _qual(prefix, name)
-        return _Def((qual,), node.child_by_field_name("body"), qual)
-    return None
-
-
-_JS_FUNCTIONS = frozenset(
-    {
-        "function_declaration",
-        "generator_function_declaration",
-        "function_signature",
-        "method_definition",
-        "method_signature",
-        "abstract_method_signature",
-        "type_alias_declaration",
-        "enum_declaration",
-    }
-)
-_JS_CLASSES = frozenset({"class_declaration", "abstract_class_declaration", "class", "interface_declaration"})
-_JS_FUNCTION_VALUES = frozenset({"arrow_function", "function_expression", "function", "generator_function", "class"})
-
-
-def _js_classify(node: Node, prefix: str) -> _Def | None:
-    kind = node.type
-    if kind in ("export_statement", "ambient_declaration"):
-        inner = node.child_by_field_name("declaration")
-        candidates = [inner] if inner is not None else node.named_children
-        for child in candidates:
-            found = _js_classify(child, prefix)
-            if found is not None:
-                return found
-        if kind == "export_statement" and node.child_by_field_name("value") is not None:
-            value = node.child_by_field_name("value")
-            if value is not None and value.type in _JS_FUNCTION_VALUES:
-                return _Def((_qual(prefix, "default"),))
-        return None
-    if kind in _JS_FUNCTIONS:
-        name = _name(node) or "default"
-        return _Def((_qual(prefix, name),))
-    if kind in _JS_CLASSES:
-        name = _name(node) or "default"
-        qual = _qual(prefix, name)
-        return _Def((qual,), node.child_by_field_name("body"), qual)
-    if kind in ("internal_module", "module"):
-        name = _name(node).strip("'\"`")
-        if not name:
-            return None
-        qual = _qual(prefix, name)
-        return _Def((qual,), node.child_by_field_name("body"), qual)
-    if kind in ("lexical_declaration", "variable_declaration"):
-        names = tuple(
-            _qual(prefix, _name(d))
-            for d in node.named_children
-            if d.type == "variable_declarator"
-            and (value := d.child_by_field_name("value")) is not None
-            and value.type in _JS_FUNCTION_VALUES
-            and _name(d)
-        )
-        return _Def(names) if names else None
-    if kind in ("public_field_definition", "field_definition"):
-        value = node.child_by_field_name("value")
-        name = _name(node) or _name(node, "property")
-        if value is not None and value.type in _JS_FUNCTION_VALUES and name:
-            return _Def((_qual(prefix, name),))
-        return None
-    if kind == "expression_statement":
-        for child in node.named_children:
-            if child.type in ("internal_module", "module"):
-                return _js_classify(child, prefix)
-            if child.type == "assignment_expression":
-                right = child.child_by_field_name("right")
-                left = _text(child.child_by_field_name("left")).strip()
-                if right is not None and right.type in _JS_FUNCTION_VALUES and left and len(left) <= 120:
-                    return _Def((_qual(prefix, left),))
-        return None
-    return None
-
-
-def _go_receiver(node: Node) -> str:
-    receiver = node.child_by_field_name("receiver")
-    if receiver is None:
-        return ""
-    for param in receiver.named_children:
-        if param.type != "parameter_declaration":
-            continue
-        kind = param.child_by_field_name("type")
-        while kind is not None and kind.type in ("pointer_type", "generic_type", "parenthesized_type"):
-            if kind.type == "generic_type":
-                kind = kind.child_by_field_name("type")
-            else:
-                kind = kind.named_children[0] if kind.named_children else None
-        return _text(kind).strip()
-    return ""
-
-
-def _go_classify(node: Node, prefix: str) -> _Def | None:
-    kind = node.type
-    if kind == "function_declaration":
-        name = _name(node)
-        return _Def((name,)) if name else None
-    if kind == "method_declaration":
-        name = _name(node)
-        if not name:
-            return None
-        receiver = _go_receiver(node)
-        return _Def((_qual(receiver, name),))
-    if kind == "type_declaration":
-        names = tuple(
-            _name(spec) for spec in node.named_children if spec.type in ("type_spec", "type_alias") and _name(spec)
-        )
-        return _Def(names) if names else None
-    return None
-
-
-def _rust_type(node: Node | None) -> str:
-    """A Rust type's text without generic arguments: ``Foo<T>`` -> ``Foo``."""
-    return _text(node).split("<", 1)[0].strip()
-
-
-def _rust_classify(node: Node, prefix: str) -> _Def | None:
-    kind = node.type
-    if kind in (
-        "function_item",
-        "function_signature_item",
-        "struct_item",
-        "enum_item",
-        "union_item",
-        "type_item",
-        "macro_definition",
-    ):
-        name = _name(node)
-        return _Def((_qual(prefix, name, "::"),)) if name else None
-    if kind == "impl_item":
-        target = _qual(prefix, _rust_type(node.child_by_field_name("type")), "::")
-        trait = _rust_type(node.child_by_field_name("trait"))
-        symbol = f"impl {trait} for {target}" if trait else f"impl {target}"
-        return _Def((symbol,), node.child_by_field_name("body"), target)
-    if kind in ("trait_item", "mod_item"):
-        body = node.child_by_field_name("body")
-        name = _name(node)
-        if not name or body is None:
-            return None
-        qual = _qual(prefix, name, "::")
-        return _Def((qual,), body, qual)
-    return None
-
-
-_JAVA_CONTAINERS = frozenset(
-    {
-        "class_declaration",
-        "interface_declaration",
-        "enum_declaration",
-        "record_declaration",
-        "annotation_type_declaration",
-    }
-)
-_JAVA_MEMBERS = frozenset(
-    {
-        "method_declaration",
-        "constructor_declaration",
-        "compact_constructor_declaration",
-        "annotation_type_element_declaration",
-    }
-)
-
-
-def _java_classify(node: Node, prefix: str) -> _Def | None:
-    name = _name(node)
-    if not name:
-        return None
-    if node.type in _JAVA_MEMBERS:
-        return _Def((_qual(prefix, name),))
-    if node.type in _JAVA_CONTAINERS:
-        qual = _qual(prefix, name)
-        return _Def((qual,), node.child_by_field_name("body"), qual)
-    return None
-
-
-_JS_LANG = _Lang(_js_classify, frozenset({"comment", "decorator"}))
-_LANGS: dict[str, _Lang] = {
-    "python": _Lang(_py_classify, frozenset({"comment"})),
-    "javascript": _JS_LANG,
-    "typescript": _JS_LANG,
-    "tsx": _JS_LANG,
-    "go": _Lang(_go_classify, frozenset({"comment"})),
-    "rust": _Lang(_rust_classify, frozenset({"line_comment", "block_comment", "attribute_item"}), sep="::"),
-    "java": _Lang(
-        _java_classify,
-        frozenset({"line_comment", "block_comment"}),
-        transparent=frozenset({"ERROR", "enum_body_declarations"}),
-    ),
-}
 
 
 # --------------------------------------------------------------------------- cutting
@@ -465,19 +222,20 @@ class _Segment:
     end: int
     symbols: tuple[str, ...]
     is_def: bool
-    container: _Def | None = None
+    container: Definition | None = None
     depth: int = 0
     header: bool = False
 
 
 @dataclass(slots=True)
 class _Group:
-    """A chunk being built; ``header`` while it holds only a split class's header."""
+    """A chunk being built; ``header`` while it holds only a split class's header; ``window`` for a line window."""
 
     start: int
     end: int
     symbols: list[str] = field(default_factory=list)
     header: bool = False
+    window: bool = False
 
 
 def _end_row(node: Node) -> int:
@@ -490,7 +248,7 @@ def _end_row(node: Node) -> int:
 class _Cutter:
     """Cuts one parsed file; rows are 0-based and equal editor lines minus one."""
 
-    def __init__(self, lines: list[str], params: ChunkParams, lang: _Lang) -> None:
+    def __init__(self, lines: list[str], params: ChunkParams, lang: Language) -> None:
         self.lines = lines
         self.params = params
         self.lang = lang
@@ -522,7 +280,7 @@ class _Cutter:
 
     def cut(self, root: Node) -> list[tuple[int, int, tuple[str, ...]]]:
         segments = self.segments(root.named_children, 0, len(self.lines) - 1, "", (), 0)
-        return self.group(segments)
+        return [(g.start, g.end, tuple(dict.fromkeys(g.symbols))) for g in self.group(segments)]
 
     def children(self, nodes: Iterable[Node]) -> Iterable[Node]:
         for node in nodes:
@@ -554,7 +312,7 @@ class _Cutter:
             if node.type in lang.attach and start > last_end and not _inner_doc(node):
                 pending.append(node)
                 continue
-            found = lang.classify(node, prefix)
+            found = lang.read(node, prefix)
             if found is None or not found.symbols:
                 pending.clear()
                 last_end = max(last_end, end)
@@ -566,11 +324,15 @@ class _Cutter:
                     break
             pending.clear()
             start, end = max(start, lo), min(end, hi)
+            # Nothing but comments since the previous definition, and the same name: one definition
+            # (a Haskell signature and its equations, TypeScript overloads).
+            same_name = (bool(defs) and last_end <= defs[-1].end and defs[-1].symbols == found.symbols
+                         and found.body is None and defs[-1].container is None)
             last_end = max(last_end, end)
             if start > end:
                 continue
             container = found if found.body is not None and depth < _MAX_DEPTH else None
-            if defs and start <= defs[-1].end:  # shares a row with the previous one: merge
+            if defs and (start <= defs[-1].end or same_name):  # shares a row with the previous one: merge
                 previous = defs[-1]
                 previous.end = max(previous.end, end)
                 previous.symbols += found.symbols
@@ -588,7 +350,7 @@ class _Cutter:
             out.append(_Segment(span[0], span[1], glue, False))
         return out
 
-    def group(self, segments: list[_Segment]) -> list[tuple[int, int, tuple[str, ...]]]:
+    def group(self, segments: list[_Segment]) -> list[_Group]:
         """Turn one level's segments into chunks: whole, split, or grouped up to the budget."""
         out: list[_Group] = []
         group: _Group | None = None
@@ -629,7 +391,43 @@ class _Cutter:
                 flush()
                 group = _Group(segment.start, segment.end, list(symbols), segment.header)
         flush()
-        return [(g.start, g.end, tuple(dict.fromkeys(g.symbols))) for g in out]
+        return self.absorb_small(out)
+
+    def absorb_small(self, groups: list[_Group]) -> list[_Group]:
+        """Let small chunks join a neighbour: glue before or after it, a very small definition before it.
+
+        Glue is a chunk without definitions (imports, constants, comments)
+        under the tiny size; a definition joins only when under half of that
+        (one-liners), since a definition appended to another chunk may fall
+        past what the model reads of it.
+
+        Joining the chunk before keeps every definition's chunk starting at its
+        own signature (what the model reads first); line windows neither join
+        nor take others, so a long definition keeps its windows as cut.
+        """
+        out: list[_Group] = []
+        carry: _Group | None = None  # a small chunk that found no room before it
+        for g in groups:
+            if carry is not None:
+                if not g.window and self.size(carry.start, g.end) <= self.budget:
+                    g = _Group(carry.start, g.end, carry.symbols + g.symbols, g.header)
+                else:
+                    out.append(carry)
+                carry = None
+            size = self.size(g.start, g.end)
+            if g.window or size >= self.tiny or (g.symbols and size >= self.tiny / 2):
+                out.append(g)  # big enough, or a definition worth its own vector
+                continue
+            last = out[-1] if out else None
+            if last is not None and not last.window and not g.header and self.size(last.start, g.end) <= self.budget:
+                out[-1] = _Group(last.start, g.end, last.symbols + g.symbols, last.header)
+            elif g.symbols:
+                out.append(g)  # a small definition stands alone rather than go in front of the next one
+            else:
+                carry = g
+        if carry is not None:
+            out.append(carry)
+        return out
 
     def whole_symbols(self, segment: _Segment) -> tuple[str, ...]:
         """A segment's symbols when it is one chunk: a container adds its members' names."""
@@ -637,12 +435,12 @@ class _Cutter:
             return segment.symbols
         return segment.symbols + self.member_symbols(segment.container, segment.depth + 1)
 
-    def member_symbols(self, container: _Def, depth: int) -> tuple[str, ...]:
+    def member_symbols(self, container: Definition, depth: int) -> tuple[str, ...]:
         if container.body is None or depth >= _MAX_DEPTH:
             return ()
         names: list[str] = []
         for node in self.children(container.body.named_children):
-            found = self.lang.classify(node, container.prefix)
+            found = self.lang.read(node, container.prefix)
             if found is None:
                 continue
             names.extend(found.symbols)
@@ -668,7 +466,7 @@ class _Cutter:
                 head = members[first].start - 1
                 if head >= segment.start and (span := self.trim(segment.start, head)):
                     parts.insert(0, _Segment(span[0], span[1], segment.symbols, False, header=True))
-                groups = [_Group(s, e, list(symbols)) for s, e, symbols in self.group(parts)]
+                groups = self.group(parts)
                 if groups and not any(s in groups[0].symbols for s in segment.symbols):
                     # the header shares its row with the first member (`class A { f() {} ...`)
                     groups[0].symbols[:0] = segment.symbols
@@ -680,7 +478,7 @@ class _Cutter:
         params = self.params
         body = "\n".join(self.lines[start : end + 1])
         return [
-            _Group(start + first - 1, start + last - 1, list(symbols))
+            _Group(start + first - 1, start + last - 1, list(symbols), window=True)
             for first, last, _ in chunk_lines(body, params.target_tokens, params.overlap_tokens, params.chars_per_token)
         ]
 
@@ -692,10 +490,12 @@ def _inner_doc(node: Node) -> bool:
 
 
 __all__ = [
-    "EXTENSIONS",
+    "FALLBACK_REASONS",
+    "MAX_PARSE_BYTES",
     "SUPPORTED_LANGUAGES",
     "TINY_FRACTION",
+    "FileChunks",
     "chunk_definitions",
+    "cut_file",
     "grammar_available",
-    "language_for",
 ]

@@ -27,15 +27,17 @@ CONFIG: Kind = "config"
 KINDS: tuple[Kind, ...] = (SOURCE, TEST, DOC, CONFIG)
 
 # Folders whose whole content is tests (any depth).
-TEST_DIRS = frozenset({"tests", "test", "__tests__"})
+TEST_DIRS = frozenset({"tests", "test", "__tests__", "spec", "specs"})
 # File names of tests, matched case-sensitively (so "Latest.java" is not a test).
 _JS = "{js,jsx,ts,tsx,mjs,cjs,mts,cts}"
 TEST_FILE_PATTERNS = (
     "test_*.py", "*_test.py", "*_tests.py", "tests.py", "conftest.py",
     "*_test.go", f"*.test.{_JS}", f"*.spec.{_JS}", "*_spec.rb", "*_test.rb",
     "*Test.java", "*Tests.java", "*Test.kt", "*Tests.kt", "*Test.cs", "*Tests.cs",
-    "*Test.php", "*Tests.swift", "*_test.dart", "*_test.exs",
-    "*_test.c", "*_test.cc", "*_test.cpp", "*_test.rs",
+    "*Test.php", "*Tests.php", "*Test.swift", "*Tests.swift", "*Spec.swift", "*Spec.kt",
+    "*Spec.scala", "*Suite.scala", "*Test.scala", "*_test.dart", "*_test.exs",
+    "*_test.c", "*_test.cc", "*_test.cpp", "test_*.c", "test_*.cpp", "*_test.rs",
+    "*_spec.lua", "*_test.lua", "test_*.lua", "*.bats",
 )  # fmt: skip
 # Folders whose whole content is documentation (any depth).
 DOC_DIRS = frozenset({"docs", "doc", "documentation"})

@@ -33,6 +33,9 @@ def test_stats_json(repo: Path) -> None:
         "chunks": 1,
         "skipped": {"binary": 1},
         "backend": BACKEND,
+        "chunking": "definitions",
+        "languages": {"python": {"files": 1, "chunks": 1, "chunks_with_symbols": 1, "fallbacks": {},
+                                 "symbol_share": 1.0}},
     }
 
 
@@ -69,7 +72,7 @@ def test_every_command_has_help(args: list[str]) -> None:
 
 
 def test_stats_requests_json(requests_corpus: Path) -> None:
-    result = CliRunner().invoke(main, ["stats", str(requests_corpus), "--json"])
+    result = CliRunner().invoke(main, ["stats", str(requests_corpus), "--chunking", "lines", "--json"])
     data = json.loads(result.output)
     assert (data["files_seen"], data["files_indexed"], data["bytes"], data["chunks"]) == (129, 117, 625_261, 318)
     assert data["skipped"]["binary"] == 10
