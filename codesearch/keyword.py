@@ -6,11 +6,14 @@ the parts and also keeps the whole identifier, so ``should_strip_auth`` gives
 ``should, strip, auth, should_strip_auth`` and ``HTTPAdapter`` gives
 ``http, adapter, httpadapter``.
 
-:class:`BM25` follows scikit-learn's estimator contract. ``fit`` counts terms
-with ``CountVectorizer`` and folds idf, term frequency and length
-normalisation into one sparse matrix ``weights_`` (documents x terms), so
-:meth:`BM25.score` is a single sparse matrix-vector product with the query's
-term counts.
+:class:`BM25` follows scikit-learn's estimator contract (parameters only in
+``__init__``, learned state ending in ``_``, ``fit`` returns ``self``, an
+unfitted call raises :class:`~codesearch.exceptions.NotFittedError`) without
+importing scikit-learn, whose import alone costs a search process seconds.
+``fit`` counts terms and folds idf, term frequency and length normalisation
+into one weight per (term, document), stored term by term (posting lists in
+CSR layout over terms), so :meth:`BM25.score` sums the postings of the
+query's few terms with one ``numpy.bincount``.
 
 The idf is the one ``rank_bm25.BM25Okapi`` uses, chosen so scores agree with
 that widely used reference to rounding::
@@ -37,20 +40,17 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from itertools import chain
-from typing import NoReturn
+from typing import Any, NamedTuple, NoReturn
 
 import numpy as np
-import scipy.sparse as sp
-from sklearn.base import BaseEstimator
-from sklearn.feature_extraction.text import CountVectorizer
 
 from codesearch.exceptions import IndexCorruptError, NotFittedError
 
 MAX_TOKEN_CHARS = 64
 """Tokens longer than this (hashes, base64 blobs) are dropped; their parts are kept."""
 
-ARRAYS_FORMAT_VERSION = 1
-"""Version of the layout written by :meth:`BM25.to_arrays`."""
+ARRAYS_FORMAT_VERSION = 2
+"""Version of the layout written by :meth:`BM25.to_arrays` (2: postings stored term by term)."""
 
 _WORD = re.compile(r"\w+")
 # Run over a "shape" string with one letter per character: U upper, l lower (or
@@ -100,7 +100,15 @@ def code_tokens(text: str) -> list[str]:
     return list(chain.from_iterable(map(split_identifier, _WORD.findall(text))))
 
 
-class BM25(BaseEstimator):  # type: ignore[misc]
+class Postings(NamedTuple):
+    """BM25 weights term by term: term ``t``'s documents are ``docs[indptr[t]:indptr[t + 1]]`` (ascending)."""
+
+    data: np.ndarray
+    docs: np.ndarray
+    indptr: np.ndarray
+
+
+class BM25:
     """Okapi BM25 ranking of a fixed set of documents.
 
     Args:
@@ -110,12 +118,13 @@ class BM25(BaseEstimator):  # type: ignore[misc]
             fraction of the mean idf (``rank_bm25``'s ``epsilon``).
 
     Attributes:
-        vocabulary_: term -> column of ``weights_``.
-        idf_: idf of each column, after the epsilon floor, float64.
+        vocabulary_: term -> term number.
+        idf_: idf of each term, after the epsilon floor, float64.
         doc_len_: number of terms in each document, int64.
         avgdl_: mean document length.
-        weights_: CSR float64 matrix (n_documents, n_terms) of each term's BM25
-            contribution to each document's score.
+        postings_: each term's BM25 contribution to each document holding it
+            (:class:`Postings`, float64 weights).
+        shape_: ``(n_documents, n_terms)``.
 
     Example:
         >>> bm25 = BM25().fit(["def raise_for_status(self):", "class HTTPAdapter:", "import os"])
@@ -128,12 +137,33 @@ class BM25(BaseEstimator):  # type: ignore[misc]
         self.b = b
         self.epsilon = epsilon
 
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
+        """The constructor's parameters (scikit-learn's ``get_params``)."""
+        return {"k1": self.k1, "b": self.b, "epsilon": self.epsilon}
+
+    def set_params(self, **params: Any) -> BM25:
+        """Set constructor parameters (scikit-learn's ``set_params``); returns self.
+
+        Raises:
+            ValueError: a name that is not a parameter.
+        """
+        unknown = set(params) - set(self.get_params())
+        if unknown:
+            raise ValueError(f"BM25 has no parameter {sorted(unknown)[0]!r}; its parameters are k1, b, epsilon")
+        for name, value in params.items():
+            setattr(self, name, value)
+        return self
+
+    def __repr__(self) -> str:
+        changed = {k: v for k, v in self.get_params().items() if v != {"k1": 1.5, "b": 0.75, "epsilon": 0.25}[k]}
+        return f"BM25({', '.join(f'{k}={v!r}' for k, v in changed.items())})"
+
     def fit(self, raw_documents: Iterable[str], y: None = None) -> BM25:
         """Count the documents' terms and precompute their BM25 weights.
 
         Args:
             raw_documents: one string per document (for code search,
-                ``f"{path}\\n{text}"`` of each chunk).
+                :func:`codesearch.chunking.keyword_text` of each chunk).
             y: ignored; present for scikit-learn compatibility.
 
         Returns:
@@ -147,18 +177,20 @@ class BM25(BaseEstimator):  # type: ignore[misc]
         self._validate_params()
         if isinstance(raw_documents, (str, bytes)):
             raise TypeError("BM25.fit takes an iterable of documents, not one string; wrap it in a list")
-        docs = list(raw_documents)
-        try:
-            counts = CountVectorizer(analyzer=code_tokens, dtype=np.int64)
-            matrix = counts.fit_transform(docs)
-        except ValueError as exc:
-            if "empty vocabulary" not in str(exc):
-                raise
-            raise ValueError(
-                f"BM25.fit: the {len(docs)} documents hold no word to index; pass non-empty texts"
-            ) from None
-        vocabulary = {term: int(col) for term, col in counts.vocabulary_.items()}
-        self._set_state(vocabulary, *_bm25_weights(sp.csr_matrix(matrix), self.k1, self.b, self.epsilon))
+        vocabulary: dict[str, int] = {}
+        rows: list[np.ndarray] = []
+        counts: list[np.ndarray] = []
+        n_docs = 0
+        for document in raw_documents:
+            terms = Counter(code_tokens(document))
+            ids = np.fromiter((vocabulary.setdefault(t, len(vocabulary)) for t in terms), dtype=np.int64,
+                              count=len(terms))
+            rows.append(ids)
+            counts.append(np.fromiter(terms.values(), dtype=np.int64, count=len(terms)))
+            n_docs += 1
+        if not vocabulary:
+            raise ValueError(f"BM25.fit: the {n_docs} documents hold no word to index; pass non-empty texts")
+        self._set_state(vocabulary, *_bm25_weights(rows, counts, len(vocabulary), self.k1, self.b, self.epsilon))
         return self
 
     def score(self, query: str) -> np.ndarray:
@@ -172,30 +204,35 @@ class BM25(BaseEstimator):  # type: ignore[misc]
             NotFittedError: ``fit`` (or ``from_arrays``) has not been called.
         """
         self._check_fitted()
-        _n_docs, n_terms = self.weights_.shape
-        query_weights = np.zeros(n_terms, dtype=np.float64)
+        n_docs = self.shape_[0]
+        data, docs, indptr = self.postings_
+        picked_docs, picked_weights = [], []
         vocabulary = self.vocabulary_
         for term, count in Counter(code_tokens(query)).items():
-            col = vocabulary.get(term)
-            if col is not None:
-                query_weights[col] = count
-        scores: np.ndarray = self.weights_ @ query_weights
+            t = vocabulary.get(term)
+            if t is not None:
+                start, end = indptr[t], indptr[t + 1]
+                picked_docs.append(docs[start:end])
+                picked_weights.append(data[start:end] * count)
+        if not picked_docs:
+            return np.zeros(n_docs, dtype=np.float64)
+        scores: np.ndarray = np.bincount(np.concatenate(picked_docs), weights=np.concatenate(picked_weights),
+                                         minlength=n_docs)
         return scores
 
     def to_arrays(self) -> dict[str, np.ndarray]:
         """Export the fitted state as plain arrays, for ``np.savez`` without pickle.
 
         Returns:
-            ``data``, ``indices``, ``indptr``, ``shape`` (the CSR weights),
-            ``idf``, ``doc_len``, ``vocabulary`` (unicode, in column order) and
-            0-d arrays ``k1``, ``b``, ``epsilon``, ``avgdl``, ``format_version``.
-            None is an object array.
+            ``data``, ``indices`` (document numbers), ``indptr`` (per term),
+            ``shape`` (the postings), ``idf``, ``doc_len``, ``vocabulary``
+            (unicode, in term order) and 0-d arrays ``k1``, ``b``,
+            ``epsilon``, ``avgdl``, ``format_version``. None is an object array.
 
         Raises:
             NotFittedError: the estimator is not fitted.
         """
         self._check_fitted()
-        w = self.weights_
         terms = sorted(self.vocabulary_, key=self.vocabulary_.__getitem__)
         return {
             "format_version": np.array(ARRAYS_FORMAT_VERSION, dtype=np.int64),
@@ -203,10 +240,10 @@ class BM25(BaseEstimator):  # type: ignore[misc]
             "b": np.array(self.b, dtype=np.float64),
             "epsilon": np.array(self.epsilon, dtype=np.float64),
             "avgdl": np.array(self.avgdl_, dtype=np.float64),
-            "data": w.data.copy(),
-            "indices": w.indices.copy(),
-            "indptr": w.indptr.copy(),
-            "shape": np.array(w.shape, dtype=np.int64),
+            "data": self.postings_.data.copy(),
+            "indices": self.postings_.docs.copy(),
+            "indptr": self.postings_.indptr.copy(),
+            "shape": np.array(self.shape_, dtype=np.int64),
             "idf": self.idf_.copy(),
             "doc_len": self.doc_len_.copy(),
             "vocabulary": np.array(terms, dtype=np.str_),
@@ -240,27 +277,26 @@ class BM25(BaseEstimator):  # type: ignore[misc]
         if a["shape"].size != 2:
             _corrupt(f"shape should hold 2 numbers, got {a['shape'].tolist()}")
         n_docs, n_terms = (int(n) for n in a["shape"])
-        indptr, indices = a["indptr"], a["indices"]
+        indptr, docs = a["indptr"], a["indices"]
         nnz = a["data"].size
         if (
-            indptr.size != n_docs + 1
-            or indices.size != nnz
+            indptr.size != n_terms + 1
+            or docs.size != nnz
             or a["idf"].size != n_terms
             or a["doc_len"].size != n_docs
             or a["vocabulary"].size != n_terms
             or indptr[0] != 0
             or indptr[-1] != nnz
             or np.any(np.diff(indptr) < 0)
-            or (nnz and (indices.min() < 0 or indices.max() >= n_terms))
+            or (nnz and (docs.min() < 0 or docs.max() >= n_docs))
         ):
             _corrupt("the array sizes do not fit together")
         terms = a["vocabulary"].tolist()
-        vocabulary = {term: col for col, term in enumerate(terms)}
+        vocabulary = {term: t for t, term in enumerate(terms)}
         if len(vocabulary) != n_terms:
             _corrupt("the vocabulary repeats a term")
-        weights = sp.csr_matrix((a["data"], indices, indptr), shape=(n_docs, n_terms))
         est = cls(k1=float(a["k1"]), b=float(a["b"]), epsilon=float(a["epsilon"]))
-        est._set_state(vocabulary, a["idf"], a["doc_len"], float(a["avgdl"]), weights)
+        est._set_state(vocabulary, a["idf"], a["doc_len"], float(a["avgdl"]), Postings(a["data"], docs, indptr))
         return est
 
     def _set_state(
@@ -269,13 +305,14 @@ class BM25(BaseEstimator):  # type: ignore[misc]
         idf: np.ndarray,
         doc_len: np.ndarray,
         avgdl: float,
-        weights: sp.csr_matrix,
+        postings: Postings,
     ) -> None:
         self.vocabulary_ = vocabulary
         self.idf_ = idf
         self.doc_len_ = doc_len
         self.avgdl_ = avgdl
-        self.weights_ = weights
+        self.postings_ = postings
+        self.shape_ = (int(doc_len.size), len(vocabulary))
 
     def _validate_params(self) -> None:
         if not (isinstance(self.k1, (int, float)) and math.isfinite(self.k1) and self.k1 >= 0):
@@ -287,10 +324,10 @@ class BM25(BaseEstimator):  # type: ignore[misc]
             raise ValueError(f"BM25 epsilon must be a finite number >= 0 (0.25 is usual), got {eps!r}")
 
     def __sklearn_is_fitted__(self) -> bool:
-        return hasattr(self, "weights_")
+        return hasattr(self, "postings_")
 
     def _check_fitted(self) -> None:
-        if not hasattr(self, "weights_"):
+        if not hasattr(self, "postings_"):
             raise NotFittedError(
                 "This BM25 instance is not fitted yet; call fit(documents) first, "
                 "or load a fitted one with BM25.from_arrays(arrays)"
@@ -298,19 +335,21 @@ class BM25(BaseEstimator):  # type: ignore[misc]
 
 
 def _bm25_weights(
-    counts: sp.csr_matrix, k1: float, b: float, epsilon: float
-) -> tuple[np.ndarray, np.ndarray, float, sp.csr_matrix]:
-    """Fold idf, saturation and length normalisation into the count matrix.
+    rows: list[np.ndarray], counts: list[np.ndarray], n_terms: int, k1: float, b: float, epsilon: float
+) -> tuple[np.ndarray, np.ndarray, float, Postings]:
+    """Fold idf, saturation and length normalisation into each (term, document) count.
 
     Returns:
-        ``(idf, doc_len, avgdl, weights)``; the arithmetic follows
+        ``(idf, doc_len, avgdl, postings)``; the arithmetic follows
         ``rank_bm25.BM25Okapi`` term by term.
     """
-    counts.sum_duplicates()
-    n_docs, n_terms = counts.shape
-    doc_len = np.asarray(counts.sum(axis=1), dtype=np.int64).ravel()
+    n_docs = len(rows)
+    doc_len = np.fromiter((int(c.sum()) for c in counts), dtype=np.int64, count=n_docs)
     avgdl = float(doc_len.sum()) / n_docs
-    df = np.bincount(counts.indices, minlength=n_terms).astype(np.float64)
+    terms = np.concatenate(rows) if rows else np.empty(0, dtype=np.int64)
+    tf = np.concatenate(counts).astype(np.float64) if counts else np.empty(0)
+    docs = np.repeat(np.arange(n_docs, dtype=np.int64), [r.size for r in rows])
+    df = np.bincount(terms, minlength=n_terms).astype(np.float64)
     idf = np.log(n_docs - df + 0.5) - np.log(df + 0.5)
     mean_idf = idf.mean()
     # rank_bm25 floors negative idf at epsilon * mean(idf). In a corpus of a few
@@ -318,12 +357,11 @@ def _bm25_weights(
     # that matches would score below one that matches nothing; there the floor
     # is epsilon * ln 2 instead (never reached on real repositories).
     idf[idf < 0] = epsilon * (mean_idf if mean_idf > 0 else math.log(2))
-    tf = counts.data.astype(np.float64)
-    rows = np.repeat(np.arange(n_docs), np.diff(counts.indptr))
-    norm = k1 * (1 - b + b * doc_len[rows] / avgdl)
-    data = idf[counts.indices] * (tf * (k1 + 1) / (tf + norm))
-    weights = sp.csr_matrix((data, counts.indices.copy(), counts.indptr.copy()), shape=counts.shape)
-    return idf, doc_len, avgdl, weights
+    norm = k1 * (1 - b + b * doc_len[docs] / avgdl)
+    data = idf[terms] * (tf * (k1 + 1) / (tf + norm))
+    order = np.lexsort((docs, terms))  # term by term, documents ascending
+    indptr = np.concatenate(([0], np.cumsum(np.bincount(terms, minlength=n_terms)))).astype(np.int64)
+    return idf, doc_len, avgdl, Postings(data[order], docs[order], indptr)
 
 
 def _corrupt(detail: str) -> NoReturn:

@@ -198,11 +198,14 @@ def test_fit_returns_self_and_keeps_params() -> None:
     bm25 = BM25(k1=1.2, b=0.5)
     assert bm25.fit(SMALL) is bm25
     assert bm25.get_params() == {"k1": 1.2, "b": 0.5, "epsilon": 0.25}
-    assert bm25.weights_.shape == (len(SMALL), len(bm25.vocabulary_))
+    assert bm25.shape_ == (len(SMALL), len(bm25.vocabulary_))
     assert bm25.doc_len_.tolist() == [len(code_tokens(d)) for d in SMALL]
     unfitted = clone(bm25)
     assert unfitted.get_params() == bm25.get_params()
-    assert not hasattr(unfitted, "weights_")
+    assert not hasattr(unfitted, "postings_")
+    assert repr(BM25(k1=1.2)) == "BM25(k1=1.2)"
+    with pytest.raises(ValueError, match="no parameter 'k'"):
+        BM25().set_params(k=1)
 
 
 @pytest.mark.parametrize("call", [lambda m: m.score("x"), lambda m: m.to_arrays()])
