@@ -36,6 +36,10 @@ else:
 TARGET_TOKENS = 700
 OVERLAP_TOKENS = 80
 CHARS_PER_TOKEN = 4
+DEFINITION_TARGET_TOKENS = 400
+"""The budget of definition-aware chunks: smaller than the line windows' 700, since a
+definition needs no neighbours for context and the model reads only its first 256
+tokens (measured on the peer benchmark: NDCG@10 0.858 at 700, 0.864 at 400)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +53,11 @@ class ChunkParams:
     def __post_init__(self) -> None:
         if self.target_tokens < 1 or self.chars_per_token < 1 or self.overlap_tokens < 0:
             raise ValueError(f"invalid chunk parameters: {self}")
+
+    @classmethod
+    def for_chunking(cls, chunking: str) -> ChunkParams:
+        """The default sizes of a chunking: definitions get a 400-token budget, line windows 700."""
+        return cls(target_tokens=DEFINITION_TARGET_TOKENS) if chunking == "definitions" else cls()
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,8 +83,21 @@ class Chunk:
 
 
 def document_text(path: str, text: str) -> str:
-    """The text given to the model (and to BM25) for a chunk: its path, a newline, then its text."""
+    """The text given to the model for a chunk: its path, a newline, then its text."""
     return f"{path}\n{text}"
+
+
+def keyword_text(path: str, text: str) -> str:
+    """The text BM25 indexes for a chunk: :func:`document_text`, then the file's stem twice and its last three folders.
+
+    File and folder names say what a file is about more often than any one
+    word inside it, so they count a little more than once.
+    """
+    parts = path.split("/")
+    name = parts[-1]
+    dot = name.rfind(".")
+    stem = name[:dot] if dot > 0 else name
+    return f"{path}\n{text}\n{stem} {stem} {' '.join(parts[:-1][-3:])}"
 
 
 def chunk_text(path: str, text: str, params: ChunkParams = ChunkParams()) -> list[Chunk]:
@@ -93,4 +115,6 @@ def chunk_text(path: str, text: str, params: ChunkParams = ChunkParams()) -> lis
     ]
 
 
-__all__ = ["BACKEND", "Chunk", "ChunkParams", "chunk_lines", "chunk_text", "document_text", "split_lines"]
+__all__ = [
+    "BACKEND", "DEFINITION_TARGET_TOKENS", "Chunk", "ChunkParams", "chunk_lines", "chunk_text", "document_text", "keyword_text", "split_lines",
+]

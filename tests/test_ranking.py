@@ -1,60 +1,244 @@
-"""Symbol matches and source-first, against hand-worked orders."""
+"""The ranking pipeline, stage by stage, against hand-worked fixtures."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import HashingEmbedder
 
 from codesearch import CodeSearch
-from codesearch.ranking import ARTICLE, DEFAULT, Ranking, query_identifiers, rerank, resolve_ranking, symbol_names
+from codesearch.ranking import (
+    ARTICLE,
+    DEFAULT,
+    STAGES,
+    IndexFacts,
+    Ranking,
+    analyze_query,
+    definition_names,
+    path_classes,
+    path_words,
+    rank,
+    resolve_ranking,
+)
+from codesearch.ranking import stages as S
+from codesearch.ranking.facts import same_word
+
+# --- query profile -----------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
-    ("query", "names"),
+    ("query", "is_symbol", "symbols"),
     [
-        ("raise_for_status", ["raise_for_status"]),
-        ("UnrewindableBodyError", ["unrewindablebodyerror"]),
-        ("echo", ["echo"]),  # a one-word query is a name
-        ("where is Session.send called", ["session.send", "send"]),
-        ("why does raise_for_status fail on 404", ["raise_for_status"]),
-        ("how does the HTTPAdapter pick a pool", ["httpadapter"]),
-        ("send the body again", []),  # plain English never counts
-        ("don't send the password to another site", []),
-        ("", []),
+        ("raise_for_status", True, (("raise_for_status",),)),
+        ("UnrewindableBodyError", True, (("UnrewindableBodyError",),)),
+        ("Router", True, (("Router",),)),
+        ("Session.send", True, (("Session.send", "send"),)),
+        ("Sinatra::Base", True, (("Sinatra::Base", "Base"),)),
+        ("_private", True, (("_private",),)),
+        ("compose", False, (("compose",),)),  # a plain word: a name only where one is defined
+        ("where is Session.send called", False, (("Session.send", "send"),)),
+        ("why does raise_for_status fail on 404", False, (("raise_for_status",),)),
+        ("how does the HttpAdapter pick a pool", False, (("HttpAdapter",),)),
+        ("how Encoder converts values to JSON", False, (("Encoder",),)),  # acronyms are not identifiers
+        ("HTTP router and middleware composition", False, ()),
+        ("send the body again", False, ()),
     ],
 )
-def test_query_identifiers(query: str, names: list[str]) -> None:
-    assert query_identifiers(query) == names
+def test_query_profile(query: str, is_symbol: bool, symbols: tuple[tuple[str, ...], ...]) -> None:
+    profile = analyze_query(query)
+    assert (profile.is_symbol, profile.symbols) == (is_symbol, symbols)
 
 
-def test_symbol_names() -> None:
-    assert symbol_names("Session.rebuild_method") == ("session.rebuild_method", "rebuild_method")
-    assert symbol_names("super_len") == ("super_len",)
-    assert symbol_names("Foo::bar") == ("foo::bar", "bar")
-    assert symbol_names("(*Client).Do") == ("(*client).do", "do")
+def test_query_words_drop_stopwords_and_split_identifiers() -> None:
+    assert analyze_query("how are the HttpClient plugins installed").words == {
+        "httpclient", "http", "client", "plugins", "installed"}
 
 
-def test_rerank_by_hand() -> None:
-    kinds = ["test", "source", "doc", "source", "source"]
-    ranked = [(0, 9.0), (1, 8.0), (2, 7.0), (3, 6.0)]
-    # Source-first, penalty 2: effective positions 0:2, 1:2, 2:6, 3:4; the tie at 2 goes to source.
-    assert [i for i, _ in rerank(ranked, kinds, Ranking(symbol_matches=False, non_source_penalty=2.0))] == [1, 0, 3, 2]
-    # Penalty 1.5: 0:1.5, 1:2, 2:4.5, 3:4 -- a clearly better test hit stays ahead.
-    assert [i for i, _ in rerank(ranked, kinds, Ranking(symbol_matches=False, non_source_penalty=1.5))] == [0, 1, 3, 2]
-    assert rerank(ranked, kinds, Ranking(symbol_matches=False, non_source_penalty=1.0)) == ranked
-    # A definition named in the query goes first, even one the mode did not retrieve (score 0.0).
-    assert rerank(ranked, kinds, DEFAULT, defining=[4, 3])[:2] == [(4, 0.0), (3, 6.0)]
-    assert rerank(ranked, kinds, ARTICLE, defining=[4]) == ranked
+def test_same_word_takes_forms_of_one_word() -> None:
+    for a, b in [("test", "tests"), ("parse", "parser"), ("preprocessed", "preprocessing"),
+                 ("dependency", "dependencies"), ("route", "router")]:
+        assert same_word(a, b) and same_word(b, a), (a, b)
+    for a, b in [("cat", "category"), ("form", "formatter"), ("io", "ion"), ("read", "thread")]:
+        assert not same_word(a, b), (a, b)
 
 
-def test_ranking_validation() -> None:
+def test_definition_names_and_path_facts() -> None:
+    assert definition_names("Session.rebuild_method") == ("Session.rebuild_method", "rebuild_method")
+    assert definition_names("impl fmt::Display for Foo") == ("Foo",)
+    assert definition_names("(*Client).Do") == ("Client.Do", "Do")
+    assert definition_names("Rack::Request.call") == ("Rack::Request.call", "call")
+    assert path_words("src/middleware/HttpClient.kt") == {"httpclient", "http", "client", "middleware"}
+    assert path_words("Dapper/SqlMapper.Async.cs") >= {"sqlmapper", "async", "dapper"}
+    assert path_classes("tests/test_a.py") == {"test"}
+    assert path_classes("src/compat/legacy.py") == {"compat"}
+    assert path_classes("examples/demo.py") == {"example"}
+    assert path_classes("pkg/__init__.py") == {"reexport"}
+    assert path_classes("types/index.d.ts") == {"stub"}
+    assert path_classes("docs/guide.md") == {"doc"}
+    assert path_classes("src/core.py") == frozenset()
+
+
+# --- a small index ---------------------------------------------------------------------
+
+CHUNKS = [
+    {"path": "src/router.go", "kind": "source", "symbols": ["Router", "Router.Handle"]},  # 0
+    {"path": "src/router.go", "kind": "source", "symbols": ["Router.Mount"]},  # 1
+    {"path": "src/middleware/logger.go", "kind": "source", "symbols": ["Logger"]},  # 2
+    {"path": "src/middleware/logger.go", "kind": "source", "symbols": []},  # 3
+    {"path": "src/tree.go", "kind": "source", "symbols": ["node.find"]},  # 4
+    {"path": "tests/router_test.go", "kind": "test", "symbols": ["TestRouter"]},  # 5
+    {"path": "docs/routing.md", "kind": "doc", "symbols": []},  # 6
+    {"path": "src/mux.go", "kind": "source", "symbols": ["Mux", "router"]},  # 7
+]
+
+
+@pytest.fixture
+def facts() -> IndexFacts:
+    return IndexFacts(CHUNKS)
+
+
+def test_facts_index_files_and_definitions(facts: IndexFacts) -> None:
+    assert facts.files[:2] == ["src/router.go", "src/middleware/logger.go"]
+    assert facts.file_of.tolist() == [0, 0, 1, 1, 2, 3, 4, 5]
+    assert facts.chunks_of[0] == [0, 1]
+    assert facts.defining(["router"]) == {0: "Router", 7: "router"}
+    assert facts.defining(["handle"]) == {0: "Handle"}
+    # router.go, router_test.go and routing.md: "routing" and "router" share all but their last 2-3 letters.
+    assert facts.files_matching("routing") == facts.files_matching("router") == {0, 3, 4}
+    assert facts.files_matching("logger") == {1}
+
+
+def test_candidates_keep_only_positive_keyword_scores_and_respect_the_mask() -> None:
+    lists = {"bm25": np.array([0.0, 3.0, 1.0, 0.0]), "dense": np.array([0.1, 0.2, 0.9, 0.5])}
+    assert S.candidates(lists, 3) == {"bm25": [1, 2], "dense": [2, 3, 1]}
+    mask = np.array([True, False, True, True])
+    assert S.candidates(lists, 3, mask) == {"bm25": [2], "dense": [2, 3, 0]}
+
+
+def test_list_weights_follow_the_query_kind() -> None:
+    r = Ranking(semantic_weight=0.6, semantic_weight_symbol=0.2, static_share=0.25)
+    nl, symbol = analyze_query("how are routes matched"), analyze_query("Router")
+    assert S.list_weights(nl, ["bm25", "dense"], r) == pytest.approx({"bm25": 0.4, "dense": 0.6})
+    assert S.list_weights(symbol, ["bm25", "dense"], r) == pytest.approx({"bm25": 0.8, "dense": 0.2})
+    assert S.list_weights(nl, ["bm25", "dense", "static"], r) == pytest.approx(
+        {"bm25": 0.4, "dense": 0.45, "static": 0.15})
+    assert S.list_weights(nl, ["bm25"], r) == {"bm25": 1.0}
+    assert S.list_weights(nl, ["static"], r) == {"static": 1.0}
+
+
+def test_fuse_is_weighted_rank_fusion_by_hand() -> None:
+    fused = S.fuse({"bm25": [1, 2], "dense": [2, 3]}, {"bm25": 0.5, "dense": 0.5}, rrf_k=10)
+    assert fused == pytest.approx({1: 0.5 / 11, 2: 0.5 / 12 + 0.5 / 11, 3: 0.5 / 12})
+    # Only the first `depth` places vote.
+    assert S.fuse({"bm25": [1, 2, 3]}, {"bm25": 1.0}, rrf_k=0, depth=2) == {1: 1.0, 2: 0.5}
+
+
+def test_fuse_with_score_share_sees_how_far_apart_neighbours_are() -> None:
+    raw = {"dense": np.array([0.0, 0.9, 0.89, 0.1])}
+    close = S.fuse({"dense": [1, 2, 3]}, {"dense": 1.0}, rrf_k=0, raw=raw, score_share=0.5)
+    # Places 1 and 2 are nearly tied by score, place 3 far behind: the score half says so.
+    assert close[1] == pytest.approx(0.5 * 1 + 0.5 * 1.0)
+    assert close[2] == pytest.approx(0.5 / 2 + 0.5 * (0.89 - 0.1) / 0.8)
+    assert close[3] == pytest.approx(0.5 / 3)
+
+
+def test_definitions_raise_the_defining_chunk_even_outside_the_candidates(facts: IndexFacts) -> None:
+    r = Ranking(definition_boost=2.0, definition_stem_bonus=1.5)
+    scores = {2: 1.0, 4: 0.5}
+    S.boost_definitions(scores, analyze_query("Router"), facts, r, top=1.0)
+    # Router is defined in chunk 0 (router.go: named after it, so the stem bonus) and, in
+    # another case, in chunk 7; as spelled wins.
+    assert scores == {2: 1.0, 4: 0.5, 0: 3.0}
+    # A qualified name finds its own method before the bare name.
+    scores = {}
+    S.boost_definitions(scores, analyze_query("Router.Mount"), facts, r, top=1.0)
+    assert scores == {1: 2.0}
+
+
+def test_embedded_names_count_only_as_spelled_and_at_the_embedded_scale(facts: IndexFacts) -> None:
+    r = Ranking(definition_boost=2.0, embedded_definition_scale=0.5, definition_stem_bonus=1.0)
+    scores: dict[int, float] = {}
+    S.boost_definitions(scores, analyze_query("where does the Logger write"), facts, r, top=1.0)
+    assert scores == {2: 1.0}
+    scores = {}
+    S.boost_definitions(scores, analyze_query("where does the LOGGER write"), facts, r, top=1.0)
+    assert scores == {}
+
+
+def test_definitions_respect_the_scope_mask(facts: IndexFacts) -> None:
+    scores: dict[int, float] = {}
+    mask = np.ones(len(CHUNKS), dtype=bool)
+    mask[0] = False
+    S.boost_definitions(scores, analyze_query("Router"), facts, DEFAULT, top=1.0, mask=mask)
+    assert 0 not in scores and scores  # out of scope; the other spelling (chunk 7) stands in
+
+
+def test_path_words_weigh_rare_words_more(facts: IndexFacts) -> None:
+    r = Ranking(path_boost=1.0)
+    scores = {0: 1.0, 2: 1.0, 3: 1.0, 4: 1.0}
+    S.boost_path_words(scores, analyze_query("logger middleware"), facts, r, top=1.0)
+    # Both words name logger.go's path (stem and folder): the whole share; others get nothing.
+    assert scores == {0: 1.0, 2: 2.0, 3: 2.0, 4: 1.0}
+    # A symbol query is left to the definitions stage.
+    scores = {2: 1.0}
+    S.boost_path_words(scores, analyze_query("Logger"), facts, r, top=1.0)
+    assert scores == {2: 1.0}
+
+
+def test_coherence_raises_each_files_best_chunk_by_its_files_share(facts: IndexFacts) -> None:
+    scores = {0: 0.4, 1: 0.4, 2: 0.6, 4: 0.2}
+    S.boost_coherence(scores, facts, Ranking(coherence_boost=0.5), top=1.0)
+    # File sums: router 0.8 (largest), logger 0.6, tree 0.2.
+    assert scores == pytest.approx({0: 0.4 + 0.5, 1: 0.4, 2: 0.6 + 0.5 * 0.6 / 0.8, 4: 0.2 + 0.5 * 0.2 / 0.8})
+
+
+def test_priors_multiply_by_path_class(facts: IndexFacts) -> None:
+    scores = {0: 1.0, 5: 1.0, 6: 1.0}
+    S.apply_priors(scores, facts, Ranking(prior_multipliers={"test": 0.3, "doc": 0.5}))
+    assert scores == pytest.approx({0: 1.0, 5: 0.3, 6: 0.5})
+
+
+def test_diversity_decays_extra_chunks_of_a_file_but_never_its_best(facts: IndexFacts) -> None:
+    scores = {0: 1.0, 1: 0.9, 2: 0.8, 3: 0.7}
+    out = S.diversify(scores, facts, Ranking(diversity_decay=0.5), evidence=dict(scores))
+    assert out == [(0, 1.0), (2, 0.8), (1, 0.45), (3, 0.35)]
+    # A strong second answer (its own fused evidence near the top) is held.
+    held = S.diversify(scores, facts, Ranking(diversity_decay=0.5, diversity_hold=0.85), evidence=dict(scores))
+    assert held[:2] == [(0, 1.0), (1, 0.9)]
+    # Two free places per file decay only the third.
+    assert S.diversify({0: 1.0, 1: 0.9}, facts, Ranking(diversity_free=2)) == [(0, 1.0), (1, 0.9)]
+
+
+def test_rank_runs_the_stages_in_order_and_each_can_be_switched_off(facts: IndexFacts) -> None:
+    lists = {"bm25": np.array([0, 0, 2.0, 1.5, 0, 3.0, 0, 0]), "dense": np.array([0.1, 0, 0.5, 0.4, 0.2, 0.6, 0.3, 0.1])}
+    full = rank("request logger", lists, facts, DEFAULT, k=4)
+    assert full[0][0] == 2  # the logger's path and both lists agree; the test file is held back by its prior
+    plain = rank("request logger", lists, facts, DEFAULT.without(*STAGES), k=4)
+    assert plain[0][0] == 5  # with no stage, the test chunk both lists put first wins
+    for stage in STAGES:
+        assert len(rank("request logger", lists, facts, DEFAULT.without(stage), k=4)) == 4
+
+
+def test_ranking_validation_and_names() -> None:
     assert resolve_ranking("article") is ARTICLE
+    assert ARTICLE.stages == ()
+    assert DEFAULT.stages == STAGES
+    assert DEFAULT.without("diversity").stages == STAGES[:-1]
     with pytest.raises(ValueError, match="unknown ranking"):
         resolve_ranking("best")
-    with pytest.raises(ValueError, match="non_source_penalty"):
-        Ranking(non_source_penalty=0.5)
+    with pytest.raises(ValueError, match="unknown stage"):
+        DEFAULT.without("magic")
+    with pytest.raises(ValueError, match="semantic_weight"):
+        Ranking(semantic_weight=1.5)
+    with pytest.raises(ValueError, match="unknown path classes"):
+        Ranking(prior_multipliers={"vendor": 0.1})
+    assert hash(DEFAULT) == hash(replace(DEFAULT))
+
+
+# --- through the facade ---------------------------------------------------------------------
 
 
 @pytest.fixture
@@ -87,10 +271,9 @@ def test_identifier_query_finds_its_definition_first(repo: Path, tmp_path: Path)
 
 
 def test_source_first_can_be_turned_off(repo: Path, tmp_path: Path) -> None:
-    cs = CodeSearch(repo, model=HashingEmbedder(), index_dir=tmp_path / "index",
-                    ranking=Ranking(symbol_matches=False))
-    with_penalty = cs.search("raise_for_status r Response", k=3, mode="bm25")
+    cs = CodeSearch(repo, model=HashingEmbedder(), index_dir=tmp_path / "index", ranking=DEFAULT.without("definitions"))
+    with_priors = cs.search("raise_for_status r Response", k=3, mode="bm25")
     without = cs.search("raise_for_status r Response", k=3, mode="bm25", source_first=False)
     assert without[0].kind == "test"  # the test mentions every word, most often
-    assert with_penalty[0].kind == "source"
-    assert {h.path for h in with_penalty} == {h.path for h in without}  # demoted, never dropped
+    assert with_priors[0].kind == "source"
+    assert {h.path for h in with_priors} == {h.path for h in without}  # demoted, never dropped

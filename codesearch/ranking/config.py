@@ -1,0 +1,151 @@
+"""Every ranking knob in one frozen value, with the named rankings built from it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from types import MappingProxyType
+
+from codesearch.ranking.facts import COMPAT, EXAMPLE, PATH_CLASSES, REEXPORT, STUB
+from codesearch.scope import CONFIG, DOC, TEST
+
+STAGES = ("definitions", "path_words", "coherence", "priors", "diversity")
+"""The switchable stages after fusion, in the order they run."""
+
+DEFAULT_PRIORS: Mapping[str, float] = MappingProxyType(
+    {TEST: 0.3, COMPAT: 0.3, EXAMPLE: 0.3, REEXPORT: 0.5, STUB: 0.7, DOC: 0.5, CONFIG: 0.5}
+)
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """How candidate lists become the final order: candidates -> fusion -> boosts -> priors -> diversity.
+
+    Attributes:
+        depth: candidates each retriever gives, at least (also ``depth_per_k * k``
+            and ``k``).
+        depth_per_k: candidates per requested hit.
+        fusion_depth: how many places of each list vote in fusion; ``None``
+            for all candidates.
+        rrf_k: the rank-score constant: place ``r`` scores ``1 / (rrf_k + r)``.
+        score_share: how much of each vote comes from the retriever's own
+            score (min-max scaled over its voting candidates, topped at the
+            first place's rank score) instead of the rank alone; 0 is pure
+            rank fusion. Ranks agree across retrievers; scores say how far
+            apart two neighbours are.
+        semantic_weight: share of the embedding lists in fusion for a
+            natural-language query (keywords get the rest).
+        semantic_weight_symbol: the same for a query that is one identifier.
+        static_share: of the embedding share, what the static vectors get when
+            the transformer's list is there too (all of it when alone).
+        definitions: stage switch -- chunks that define a name the query asks
+            for rise (found through the symbol table, also outside the candidates).
+        definition_boost: for a symbol query, a defining chunk gains this times
+            the best fused score; ``definition_stem_bonus`` times more when the
+            file is named after the symbol.
+        definition_stem_bonus: see ``definition_boost``.
+        embedded_definition_scale: the boost for names embedded in a sentence,
+            relative to a symbol query's.
+        path_words: stage switch -- for a natural-language query, chunks whose
+            file or folder name shares words with it rise.
+        path_boost: the gain for a file matching every query word, times the
+            best fused score; fewer words give proportionally less.
+        coherence: stage switch -- a file's best chunk gains with the summed
+            scores of that file's candidates.
+        coherence_boost: the gain of the file with the largest sum, times the
+            best fused score.
+        priors: stage switch -- multiply scores by path-class priors.
+        prior_multipliers: path class (``test``, ``compat``, ``example``,
+            ``reexport``, ``stub``, ``doc``, ``config``) -> multiplier.
+        diversity: stage switch -- a file's second, third ... chunk in the list
+            is decayed, unless it is strong.
+        diversity_decay: the n-th extra chunk of a file is multiplied by
+            ``diversity_decay ** n``.
+        diversity_hold: an extra chunk whose fused score (before any boost) is
+            at least this share of the best fused score is not decayed
+            (``1.0``: only a chunk tied with the best is held).
+        diversity_free: chunks of one file listed before decay starts.
+    """
+
+    depth: int = 50
+    depth_per_k: int = 5
+    fusion_depth: int | None = None
+    rrf_k: float = 60.0
+    score_share: float = 0.3
+    semantic_weight: float = 0.5
+    semantic_weight_symbol: float = 0.3
+    static_share: float = 0.5
+    definitions: bool = True
+    definition_boost: float = 1.5
+    definition_stem_bonus: float = 1.5
+    embedded_definition_scale: float = 0.5
+    path_words: bool = True
+    path_boost: float = 1.0
+    coherence: bool = True
+    coherence_boost: float = 0.2
+    priors: bool = True
+    prior_multipliers: Mapping[str, float] = field(default_factory=lambda: DEFAULT_PRIORS)
+    diversity: bool = True
+    diversity_decay: float = 0.6
+    diversity_hold: float = 1.0
+    diversity_free: int = 1
+
+    def __post_init__(self) -> None:
+        if self.depth < 1 or self.depth_per_k < 0 or (self.fusion_depth is not None and self.fusion_depth < 1):
+            raise ValueError(f"depth and fusion_depth must be >= 1 and depth_per_k >= 0, got {self}")
+        if self.rrf_k < 0:
+            raise ValueError(f"rrf_k must be >= 0, got {self.rrf_k}")
+        if self.diversity_free < 1:
+            raise ValueError(f"diversity_free must be at least 1 (a file's best chunk is never decayed), got {self}")
+        for name in ("score_share", "semantic_weight", "semantic_weight_symbol", "static_share", "diversity_decay",
+                     "diversity_hold"):
+            value = getattr(self, name)
+            if not 0.0 <= value <= 1.0:
+                raise ValueError(f"{name} must be between 0 and 1, got {value}")
+        unknown = set(self.prior_multipliers) - set(PATH_CLASSES)
+        if unknown:
+            raise ValueError(f"unknown path classes {sorted(unknown)} in prior_multipliers; use {', '.join(PATH_CLASSES)}")
+        object.__setattr__(self, "prior_multipliers", MappingProxyType(dict(self.prior_multipliers)))
+
+    def without(self, *stages: str) -> Ranking:
+        """This ranking with the named stages switched off (for ablations)."""
+        unknown = [s for s in stages if s not in STAGES]
+        if unknown:
+            raise ValueError(f"unknown stage {unknown[0]!r}; stages are {', '.join(STAGES)}")
+        return replace(self, **dict.fromkeys(stages, False))
+
+    @property
+    def stages(self) -> tuple[str, ...]:
+        """The stages switched on, in order."""
+        return tuple(s for s in STAGES if getattr(self, s))
+
+    def __hash__(self) -> int:
+        return hash(tuple(getattr(self, f.name) if f.name != "prior_multipliers" else
+                          tuple(sorted(self.prior_multipliers.items())) for f in fields(self)))
+
+
+DEFAULT = Ranking()
+"""The library's default."""
+
+ARTICLE = Ranking(depth=30, depth_per_k=0, fusion_depth=30, score_share=0.0, semantic_weight=0.5,
+                  semantic_weight_symbol=0.5).without(*STAGES)
+"""The published pipeline: plain reciprocal rank fusion, k=60, top 30 of each list, nothing else."""
+
+RANKINGS: Mapping[str, Ranking] = MappingProxyType({"default": DEFAULT, "article": ARTICLE})
+
+
+def resolve_ranking(ranking: str | Ranking) -> Ranking:
+    """A :class:`Ranking` from itself or its name (``"default"``, ``"article"``).
+
+    Raises:
+        ValueError: an unknown name.
+    """
+    if isinstance(ranking, Ranking):
+        return ranking
+    try:
+        return RANKINGS[ranking]
+    except (KeyError, TypeError):
+        raise ValueError(f"unknown ranking {ranking!r}; use one of {', '.join(RANKINGS)} or a Ranking") from None
+
+
+__all__ = ["ARTICLE", "DEFAULT", "DEFAULT_PRIORS", "RANKINGS", "STAGES", "Ranking", "resolve_ranking"]

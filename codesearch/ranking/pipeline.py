@@ -1,0 +1,56 @@
+"""The ranking pipeline: the stages of :mod:`codesearch.ranking.stages`, in order, as a :class:`Ranking` says."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from codesearch.ranking import stages
+from codesearch.ranking.config import Ranking
+from codesearch.ranking.facts import IndexFacts
+from codesearch.ranking.query import analyze_query
+
+
+def rank(
+    query: str,
+    lists: Mapping[str, np.ndarray],
+    facts: IndexFacts,
+    ranking: Ranking,
+    k: int,
+    mask: np.ndarray | None = None,
+) -> list[tuple[int, float]]:
+    """Turn retrievers' scores into the ``k`` best chunks.
+
+    Args:
+        query: the query text (its profile picks the fusion weights and boosts).
+        lists: retriever name (``"bm25"``, ``"dense"``, ``"static"``) -> one
+            score per chunk; whichever are present are fused.
+        facts: the index's :class:`IndexFacts`.
+        ranking: the knobs and stage switches.
+        k: how many chunks to return.
+        mask: chunks in scope (applied before any cut), or None for all.
+
+    Returns:
+        ``(chunk, score)`` best first, at most ``k``.
+    """
+    profile = analyze_query(query)
+    depth = max(k, ranking.depth, ranking.depth_per_k * k)
+    ranked = stages.candidates(lists, depth, mask)
+    weights = stages.list_weights(profile, list(ranked), ranking)
+    scores = stages.fuse(ranked, weights, ranking.rrf_k, ranking.fusion_depth, lists, ranking.score_share)
+    evidence = dict(scores)
+    top = max(scores.values(), default=1.0 / (ranking.rrf_k + 1.0))
+    if ranking.definitions:
+        stages.boost_definitions(scores, profile, facts, ranking, top, mask)
+    if ranking.path_words:
+        stages.boost_path_words(scores, profile, facts, ranking, top)
+    if ranking.coherence:
+        stages.boost_coherence(scores, facts, ranking, top)
+    if ranking.priors:
+        stages.apply_priors(scores, facts, ranking)
+    final = stages.diversify(scores, facts, ranking, evidence) if ranking.diversity else stages.ordered(scores)
+    return final[:k]
+
+
+__all__ = ["rank"]

@@ -1,0 +1,229 @@
+"""The ranking stages: candidates -> fuse -> definitions -> path words -> coherence -> priors -> diversity.
+
+Each stage is a small function over the candidate scores (``{chunk: score}``),
+the query's :class:`~codesearch.ranking.query.QueryProfile`, the index's
+:class:`~codesearch.ranking.facts.IndexFacts` and the knobs in
+:class:`~codesearch.ranking.config.Ranking`. The boosts add a multiple of
+``top``, the best fused score, so each stage's strength is the same whatever
+the retrievers' scales and no boost compounds another.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from codesearch.keyword import top_k
+from codesearch.ranking.config import Ranking
+from codesearch.ranking.facts import IndexFacts
+from codesearch.ranking.query import QueryProfile
+
+Scores = dict[int, float]
+
+KEYWORD_LISTS = frozenset({"bm25"})
+"""Lists whose zero scores mean "shares no term with the query" (left out of the candidates)."""
+
+
+def candidates(lists: Mapping[str, np.ndarray], n: int, mask: np.ndarray | None = None) -> dict[str, list[int]]:
+    """The ``n`` best chunks of each retriever's scores, in scope, best first.
+
+    Args:
+        lists: retriever name (``"bm25"``, ``"dense"``, ``"static"``) -> one score per chunk.
+        n: how many per list.
+        mask: chunks in scope, or None for all.
+    """
+    return {
+        name: top_k(scores, n, mask=mask, above=0.0 if name in KEYWORD_LISTS else None).tolist()
+        for name, scores in lists.items()
+    }
+
+
+def list_weights(profile: QueryProfile, present: Sequence[str], ranking: Ranking) -> dict[str, float]:
+    """Each list's weight in fusion: the semantic share (by query kind) split among the embedding lists."""
+    semantic = [name for name in present if name not in KEYWORD_LISTS]
+    keyword = [name for name in present if name in KEYWORD_LISTS]
+    share = ranking.semantic_weight_symbol if profile.is_symbol else ranking.semantic_weight
+    if not keyword:
+        share = 1.0
+    elif not semantic:
+        share = 0.0
+    weights = dict.fromkeys(keyword, (1.0 - share) / max(len(keyword), 1))
+    if "dense" in semantic and "static" in semantic:
+        weights["static"] = share * ranking.static_share
+        weights["dense"] = share * (1.0 - ranking.static_share)
+    for name in semantic:
+        weights.setdefault(name, share / len(semantic))
+    return weights
+
+
+def fuse(ranked: Mapping[str, Sequence[int]], weights: Mapping[str, float], rrf_k: float,
+         depth: int | None = None, raw: Mapping[str, np.ndarray] | None = None, score_share: float = 0.0) -> Scores:
+    """Weighted rank fusion: place ``r`` of a list scores ``weight / (rrf_k + r)``, summed over lists.
+
+    With equal weights this orders exactly as reciprocal rank fusion
+    (Cormack et al., 2009); scores on different scales combine without
+    calibration.
+    """
+    fused: Scores = {}
+    for name, chunks in ranked.items():
+        weight = weights.get(name, 0.0)
+        if weight <= 0.0:
+            continue
+        voting = chunks[:depth] if depth else chunks
+        values = raw.get(name) if raw is not None and score_share > 0 else None
+        if values is not None and len(voting):
+            scores = np.asarray(values, dtype=np.float64)[list(voting)]
+            low, span = float(scores.min()), float(scores.max() - scores.min()) or 1.0
+        for rank, chunk in enumerate(voting, start=1):
+            vote = 1.0 / (rrf_k + rank)
+            if values is not None:
+                vote = (1.0 - score_share) * vote + score_share * (float(scores[rank - 1]) - low) / span / (rrf_k + 1)
+            fused[chunk] = fused.get(chunk, 0.0) + weight * vote
+    return fused
+
+
+def _stem_matches(stem: str, name: str) -> bool:
+    """Whether a file stem names a symbol: ``http_client`` / ``httpclient`` / ``HttpClients`` for ``HttpClient``."""
+    stem, name = stem.lower(), name.lower()
+    squashed = stem.replace("_", "").replace("-", "")
+    return name in (stem, squashed, stem.rstrip("s"), squashed.rstrip("s"))
+
+
+def boost_definitions(scores: Scores, profile: QueryProfile, facts: IndexFacts, ranking: Ranking, top: float,
+                      mask: np.ndarray | None = None) -> None:
+    """Raise the chunks that define a name the query asks for, in place.
+
+    Definitions come from the index's symbol table, so a definition the
+    retrievers missed joins the candidates. For each name the most specific
+    form that has definitions wins (``Session.send`` before ``send``), and a
+    definition written in the query's case wins over other cases. A symbol
+    query's definitions gain ``definition_boost * top`` (times
+    ``definition_stem_bonus`` when the file is named after the symbol), other
+    cases counting when none is spelled as asked; names embedded in a sentence
+    gain ``embedded_definition_scale`` of that, and only as spelled.
+    """
+    if not profile.symbols:
+        return
+    unit = ranking.definition_boost * top * (1.0 if profile.is_symbol else ranking.embedded_definition_scale)
+    boosted: dict[int, float] = {}
+    for forms in profile.symbols:
+        for name in forms:
+            found = facts.defining([name])
+            if mask is not None:
+                found = {chunk: written for chunk, written in found.items() if mask[chunk]}
+            exact = [chunk for chunk, written in found.items() if written == name]
+            # A symbol query also takes other cases; in a sentence only the spelling as defined counts.
+            chosen = exact or (list(found) if profile.is_symbol else [])
+            if not chosen:
+                continue
+            for chunk in chosen:
+                stem = facts.stems[facts.file_of[chunk]]
+                gain = unit * (ranking.definition_stem_bonus if _stem_matches(stem, name) else 1.0)
+                boosted[chunk] = max(boosted.get(chunk, 0.0), gain)
+            break
+    for chunk, gain in boosted.items():
+        scores[chunk] = scores.get(chunk, 0.0) + gain
+
+
+def boost_path_words(scores: Scores, profile: QueryProfile, facts: IndexFacts, ranking: Ranking, top: float) -> None:
+    """For a natural-language query, raise candidates whose file stem or folder shares its words, in place.
+
+    Each query word weighs its inverse file frequency over the repository's
+    path words (``middleware`` in a folder of forty middlewares says little),
+    and a file gains ``path_boost * top`` times the weighted share of the
+    query's words its path holds (below 10% nothing).
+    """
+    words = profile.words
+    if profile.is_symbol or not words:
+        return
+    n_files = len(facts.files)
+    matches = {word: facts.files_matching(word) for word in words}
+    weights = {word: math.log((n_files + 1) / (len(files) + 1)) for word, files in matches.items()}
+    total = sum(weights.values())
+    if total <= 0:
+        return
+    shares: dict[int, float] = {}
+    for chunk in list(scores):
+        number = int(facts.file_of[chunk])
+        share = shares.get(number)
+        if share is None:
+            share = shares[number] = sum(w for word, w in weights.items() if number in matches[word]) / total
+        if share >= 0.1:
+            scores[chunk] += ranking.path_boost * top * share
+
+
+def boost_coherence(scores: Scores, facts: IndexFacts, ranking: Ranking, top: float) -> None:
+    """Raise each file's best candidate in proportion to the summed scores of the file's candidates, in place.
+
+    A file that holds many candidates is likelier the file asked about; its
+    best chunk gains ``coherence_boost * top`` times its file's sum over the
+    largest file sum.
+    """
+    if not scores:
+        return
+    sums: dict[int, float] = {}
+    best: dict[int, int] = {}
+    for chunk, score in scores.items():
+        number = int(facts.file_of[chunk])
+        sums[number] = sums.get(number, 0.0) + score
+        if number not in best or score > scores[best[number]] or (score == scores[best[number]] and chunk < best[number]):
+            best[number] = chunk
+    largest = max(sums.values())
+    if largest <= 0:
+        return
+    for number, chunk in best.items():
+        scores[chunk] += ranking.coherence_boost * top * sums[number] / largest
+
+
+def apply_priors(scores: Scores, facts: IndexFacts, ranking: Ranking) -> None:
+    """Multiply each candidate by its file's path-class priors (tests, compat, examples, ...), in place."""
+    priors = facts.file_priors(ranking.prior_multipliers)
+    for chunk in scores:
+        scores[chunk] *= float(priors[facts.file_of[chunk]])
+
+
+def ordered(scores: Scores) -> list[tuple[int, float]]:
+    """Candidates best first; equal scores in chunk order."""
+    return sorted(scores.items(), key=lambda item: (-item[1], item[0]))
+
+
+def diversify(scores: Scores, facts: IndexFacts, ranking: Ranking, evidence: Scores | None = None) -> list[tuple[int, float]]:
+    """Order candidates so one file does not fill the list, keeping its strong second answers.
+
+    Walking the candidates best first, the ``n``-th chunk of a file already
+    listed beyond its first ``diversity_free`` is multiplied by
+    ``diversity_decay ** n`` -- unless the retrievers themselves put it near
+    the top: its fused score (``evidence``, before any boost) is at least
+    ``diversity_hold`` of the best fused score. A file's best chunk is never
+    decayed.
+    """
+    seen: dict[int, int] = {}
+    top = max(evidence.values(), default=0.0) if evidence else 0.0
+    out: list[tuple[int, float]] = []
+    for chunk, score in ordered(scores):
+        number = int(facts.file_of[chunk])
+        n = seen.get(number, 0)
+        seen[number] = n + 1
+        strong = evidence is not None and top > 0 and evidence.get(chunk, 0.0) >= ranking.diversity_hold * top
+        if n >= ranking.diversity_free and not strong:
+            score *= ranking.diversity_decay ** (n - ranking.diversity_free + 1)
+        out.append((chunk, score))
+    out.sort(key=lambda item: (-item[1], item[0]))
+    return out
+
+
+__all__ = [
+    "KEYWORD_LISTS",
+    "Scores",
+    "apply_priors",
+    "boost_coherence",
+    "boost_definitions",
+    "boost_path_words",
+    "candidates",
+    "diversify",
+    "fuse",
+    "list_weights",
+    "ordered",
+]
