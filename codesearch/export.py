@@ -688,6 +688,152 @@ def _require_export_deps(spec: ModelSpec) -> None:
         )
 
 
+# --- the static tier ------------------------------------------------------------
+
+STATIC_FORMAT = 1
+"""Version of the static distillation's files; part of every static cache key."""
+
+STATIC_PCA_DIMS = 256
+"""Dimensions the distilled token vectors keep (model2vec's default)."""
+
+STATIC_EMBEDDINGS_FILE = "embeddings.npy"
+
+
+@dataclass(frozen=True, slots=True)
+class StaticExport:
+    """A static model distilled from a transformer: one vector per token, on disk.
+
+    Attributes:
+        path: the folder with ``embeddings.npy``, ``tokenizer.json`` and ``manifest.json``.
+        spec: the transformer it was distilled from.
+        sha256: hex sha256 over the embeddings and the tokenizer.
+        cached: whether it was found rather than made by this call.
+    """
+
+    path: Path
+    spec: ModelSpec
+    sha256: str
+    cached: bool
+
+
+def static_key(spec: ModelSpec) -> str:
+    """The cache folder name of ``spec``'s static distillation."""
+    material = {"static": STATIC_FORMAT, "pca_dims": STATIC_PCA_DIMS, "source": _source_material(spec, False)["source"],
+                "model2vec": _version("model2vec")}
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", spec.name.strip("/")).strip("-")[-40:] or "model"
+    return f"{slug}-static-{_sha256_json(material)[:16]}"
+
+
+def find_static(model: str | ModelSpec, cache_dir: str | os.PathLike[str] | None = None) -> StaticExport | None:
+    """A finished static distillation of ``model`` from the cache, or ``None`` (imports no torch).
+
+    Where model2vec is not installed (a search-only environment) a
+    distillation of the same weights made with another model2vec is accepted.
+    """
+    spec = resolve_model(model)
+    models_dir = cache_root(cache_dir) / "models"
+    found = _read_static(models_dir / static_key(spec), spec)
+    if found is not None or importlib.util.find_spec("model2vec") is not None:
+        return found
+    wanted = _sha256_json(_source_material(spec, False)["source"])
+    for manifest_path in sorted(models_dir.glob(f"*-static-*/{MANIFEST_FILE}"), key=lambda p: -p.stat().st_mtime):
+        manifest = _read_json(manifest_path)
+        if isinstance(manifest, dict) and manifest.get("source_key") == wanted:
+            found = _read_static(manifest_path.parent, spec)
+            if found is not None:
+                return found
+    return None
+
+
+def export_static(
+    model: str | ModelSpec, progress: bool = True, cache_dir: str | os.PathLike[str] | None = None
+) -> StaticExport:
+    """Distil ``model`` into a static model with model2vec, or return the cached one.
+
+    model2vec runs every token of the vocabulary through the transformer once,
+    reduces the token vectors with PCA and weights them by token frequency
+    (its defaults); the result needs only numpy and the tokenizer at search
+    time. Needs the ``export`` extra (torch, transformers, model2vec).
+
+    Raises:
+        ModelNotAvailableError: the weights cannot be found or downloaded.
+        ExportError: model2vec or torch is missing, or the distillation failed.
+    """
+    spec = resolve_model(model)
+    target = cache_root(cache_dir) / "models" / static_key(spec)
+    found = _read_static(target, spec)
+    if found is not None:
+        return found
+    missing = [name for name in ("torch", "transformers", "model2vec") if importlib.util.find_spec(name) is None]
+    if missing:
+        raise ExportError(f"{spec.name} has no cached static model and distilling one needs {', '.join(missing)}: "
+                          f"{_INSTALL_HINT}")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with _export_lock(target, progress):
+        found = _read_static(target, spec)
+        if found is not None:
+            return found
+        scratch = target.parent / f".{target.name}.tmp-{os.getpid()}"
+        shutil.rmtree(scratch, ignore_errors=True)
+        scratch.mkdir(parents=True)
+        try:
+            with _steps(f"static {spec.name}", 2, progress) as step, _quiet_libraries():
+                step("distil token vectors (model2vec)")
+                import numpy as np
+                from model2vec.distill import distill
+
+                folder = spec.local_path() or _download(spec)
+                with open(os.devnull, "w") as sink, contextlib.redirect_stderr(sink), contextlib.redirect_stdout(sink):
+                    static = distill(str(folder), pca_dims=STATIC_PCA_DIMS)
+                step("save")
+                np.save(scratch / STATIC_EMBEDDINGS_FILE, np.asarray(static.embedding, dtype=np.float32),
+                        allow_pickle=False)
+                (scratch / TOKENIZER_FILE).write_text(static.tokenizer.to_str(), encoding="utf-8")
+            files = [scratch / STATIC_EMBEDDINGS_FILE, scratch / TOKENIZER_FILE]
+            manifest = {
+                "format": STATIC_FORMAT,
+                "key": target.name,
+                "source_key": _sha256_json(_source_material(spec, False)["source"]),
+                "model": spec.name,
+                "dim": int(static.dim),
+                "normalize": bool(static.normalize),
+                "median_token_length": int(static.median_token_length),
+                "unk_token_id": static.unk_token_id,
+                "sha256": _sha256_files(files),
+                "files": {p.name: p.stat().st_size for p in files},
+                "versions": {"model2vec": _version("model2vec"), "transformers": _version("transformers")},
+            }
+            target.mkdir(parents=True, exist_ok=True)
+            (target / MANIFEST_FILE).unlink(missing_ok=True)
+            for path in files:
+                os.replace(path, target / path.name)
+            staged = scratch / MANIFEST_FILE
+            staged.write_text(json.dumps(manifest, indent=2, sort_keys=True), encoding="utf-8")
+            os.replace(staged, target / MANIFEST_FILE)
+        except CodeSearchError:
+            raise
+        except Exception as exc:
+            reason = (str(exc).strip().splitlines() or [""])[0][:300]
+            raise ExportError(f"distilling {spec.name} into a static model failed ({type(exc).__name__}: {reason})") from exc
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+    result = _read_static(target, spec)
+    if result is None:  # pragma: no cover - only if the folder vanished under us
+        raise ExportError(f"the static model in {target} vanished; run the export again")
+    return dataclasses.replace(result, cached=False)
+
+
+def _read_static(folder: Path, spec: ModelSpec) -> StaticExport | None:
+    manifest = _read_json(folder / MANIFEST_FILE)
+    if not isinstance(manifest, dict) or manifest.get("format") != STATIC_FORMAT:
+        return None
+    for name, size in manifest.get("files", {}).items():
+        path = folder / name
+        if not path.is_file() or path.stat().st_size != size:
+            return None
+    return StaticExport(folder, spec, str(manifest.get("sha256")), cached=True)
+
+
 # --- small helpers --------------------------------------------------------------
 
 
@@ -773,10 +919,15 @@ __all__ = [
     "GATE_MEAN_COS",
     "GATE_MIN_COS",
     "ExportResult",
+    "STATIC_FORMAT",
+    "StaticExport",
     "cache_root",
     "calibration_texts",
     "export_key",
     "export_model",
+    "export_static",
     "find_export",
+    "find_static",
     "int8_gate",
+    "static_key",
 ]

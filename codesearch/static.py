@@ -1,0 +1,106 @@
+"""The static tier: token vectors distilled from the transformer, averaged per text.
+
+:class:`StaticEmbedder` owns the distilled model (see
+:func:`codesearch.export.export_static`): a ``(vocabulary, dim)`` float32 array
+and its tokenizer. Embedding a text is tokenizing it, looking up its tokens'
+vectors and averaging them -- numpy and the tokenizer only, thousands of
+chunks a second -- so an index can answer from it before the transformer
+has embedded anything.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from codesearch import export as _export
+from codesearch.exceptions import ModelNotAvailableError
+from codesearch.models import DEFAULT_MODEL, ModelSpec, resolve_model
+
+MAX_TOKENS = 512
+"""Tokens of a text that count (model2vec's default); the rest are cut."""
+
+
+class StaticEmbedder:
+    """Embed texts with a static model distilled from ``model``.
+
+    Args:
+        model: the transformer the static model comes from (a catalogue name,
+            hub id, local folder or :class:`ModelSpec`).
+        cache_dir: the cache root (see :func:`codesearch.export.cache_root`).
+        export_progress: show progress if it has to be distilled first.
+
+    Raises:
+        ModelNotAvailableError: the static files cannot be read.
+        ExportError: it must be distilled and that fails or needs the ``export`` extra.
+    """
+
+    def __init__(
+        self,
+        model: str | ModelSpec = DEFAULT_MODEL,
+        cache_dir: str | os.PathLike[str] | None = None,
+        *,
+        export_progress: bool = True,
+    ) -> None:
+        self.spec = resolve_model(model)
+        found = _export.find_static(self.spec, cache_dir) or _export.export_static(
+            self.spec, progress=export_progress, cache_dir=cache_dir)
+        self.export = found
+        self._load(found.path)
+        self.last_seconds = 0.0
+
+    def _load(self, folder: Path) -> None:
+        from tokenizers import Tokenizer
+
+        try:
+            manifest = json.loads((folder / _export.MANIFEST_FILE).read_text(encoding="utf-8"))
+            self.embeddings = np.load(folder / _export.STATIC_EMBEDDINGS_FILE, allow_pickle=False)
+            self.tokenizer = Tokenizer.from_file(str(folder / _export.TOKENIZER_FILE))
+        except (OSError, ValueError) as exc:
+            raise ModelNotAvailableError(f"cannot read the static model in {folder} ({exc}); delete it to distil again") from exc
+        self.tokenizer.no_truncation()
+        self.tokenizer.no_padding()
+        self.dim = int(self.embeddings.shape[1])
+        self.normalize = bool(manifest.get("normalize", True))
+        self.unk_token_id = manifest.get("unk_token_id")
+        self.max_chars = MAX_TOKENS * max(int(manifest.get("median_token_length", 4)), 1)
+        material = {"sha256": self.export.sha256, "max_tokens": MAX_TOKENS, "normalize": self.normalize}
+        self.fingerprint = hashlib.sha256(json.dumps(material, sort_keys=True).encode("utf-8")).hexdigest()
+
+    def embed_documents(self, texts: Sequence[str], progress: bool = False) -> np.ndarray:
+        """Embed texts; a float32 ``(len(texts), dim)`` array, rows L2-normalised (zero for a text with no token)."""
+        started = time.perf_counter()
+        encode = getattr(self.tokenizer, "encode_batch_fast", self.tokenizer.encode_batch)
+        encodings = encode([t[: self.max_chars] for t in texts], add_special_tokens=False)
+        ids = [e.ids for e in encodings]
+        if self.unk_token_id is not None:
+            unk = self.unk_token_id
+            ids = [[i for i in row if i != unk] for row in ids]
+        lengths = np.fromiter((min(len(row), MAX_TOKENS) for row in ids), dtype=np.int64, count=len(ids))
+        flat = np.fromiter((i for row in ids for i in row[:MAX_TOKENS]), dtype=np.int64, count=int(lengths.sum()))
+        out = np.zeros((len(ids), self.dim), dtype=np.float32)
+        filled = lengths > 0
+        if flat.size:
+            starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))[filled]
+            sums = np.add.reduceat(self.embeddings[flat], starts, axis=0)
+            out[filled] = sums / lengths[filled, None]
+        if self.normalize:
+            out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
+        self.last_seconds = time.perf_counter() - started
+        return out
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """Embed one query: a float32 ``(dim,)`` vector."""
+        return self.embed_documents([text])[0]
+
+    def __repr__(self) -> str:
+        return f"StaticEmbedder({self.spec.name!r}, dim={self.dim}, fingerprint={self.fingerprint[:12]})"
+
+
+__all__ = ["MAX_TOKENS", "StaticEmbedder"]
