@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import json
 import sys
+from collections import Counter
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -31,7 +32,7 @@ def reports_errors(command: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return command(*args, **kwargs)
-        except CodeSearchError as exc:
+        except (CodeSearchError, ValueError) as exc:  # the library's errors and bad arguments say the fix
             _fail(str(exc))
         except KeyboardInterrupt:
             _fail("interrupted")
@@ -63,13 +64,15 @@ def main() -> None:
 @main.command()
 @path_argument
 @no_ignore_option
+@click.option("--chunking", type=click.Choice(["definitions", "lines"]), default="definitions", show_default=True,
+              help="Count the index's definition chunks, or the published line windows.")
 @json_option
 @reports_errors
-def stats(path: str, no_ignore: bool, as_json: bool) -> None:
-    """Count what would be indexed under PATH: files, skips per reason, bytes, chunks."""
+def stats(path: str, no_ignore: bool, chunking: str, as_json: bool) -> None:
+    """Count what would be indexed under PATH: files, skips, bytes, chunks, and how each language was cut."""
     from codesearch.stats import repo_stats
 
-    report = repo_stats(path, use_ignore_files=not no_ignore)
+    report = repo_stats(path, use_ignore_files=not no_ignore, chunking=chunking)  # type: ignore[arg-type]
     if as_json:
         data = report.as_dict()
         data.pop("root")
@@ -81,8 +84,15 @@ def stats(path: str, no_ignore: bool, as_json: bool) -> None:
     for reason, count in report.skipped.items():
         click.echo(f"  skipped {reason:<18} {count:,}")
     click.echo(f"bytes          {report.bytes:,}")
-    click.echo(f"chunks         {report.chunks:,}")
+    click.echo(f"chunks         {report.chunks:,} ({report.chunking})")
     click.echo(f"chunker        {report.backend}")
+    if report.languages:
+        click.echo(f"\n{'language':<12} {'files':>6} {'chunks':>7} {'symbols':>8}  line windows")
+    for name, lang in report.languages.items():
+        reasons = ", ".join(f"{n} {r}" for r, n in sorted(Counter(lang.fallbacks.values()).items()))
+        click.echo(f"{name:<12} {lang.files:>6,} {lang.chunks:>7,} {lang.symbol_share:>8.0%}  {reasons}")
+        for file, reason in list(lang.fallbacks.items())[:5] if name != "other" else []:
+            click.echo(f"    {file}: {reason}")
 
 
 def index_options(command: F) -> F:
@@ -95,46 +105,48 @@ def index_options(command: F) -> F:
         "--model", "-m", default="minilm", show_default=True,
         help="Embedding model: minilm, bge-small, bge-m3, a hub id, a local model folder, or none (keywords only).",
     )(command)
-    command = click.option("--int8", is_flag=True, help="Use the int8 export (if it passed its quality gate).")(command)
+    command = click.option("--int8/--fp32", "int8", default=True, show_default=True,
+                           help="The int8 export (kept only where it passed its quality gate) or fp32.")(command)
     return command
 
 
-def _searcher(path: str, model: str, index_dir: str | None, int8: bool, no_ignore: bool = False):  # type: ignore[no-untyped-def]
+def _searcher(path: str, model: str, index_dir: str | None, int8: bool, no_ignore: bool = False, **options: Any):  # type: ignore[no-untyped-def]
     from codesearch.search import CodeSearch
 
     return CodeSearch(path, model=None if model.lower() == "none" else model, index_dir=index_dir, int8=int8,
-                      use_ignore_files=not no_ignore)
+                      use_ignore_files=not no_ignore, **options)
 
 
 @main.command()
 @path_argument
 @index_options
 @no_ignore_option
+@click.option("--static-only", is_flag=True, help="Only keywords and static vectors: seconds, not minutes.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 @click.option("--wait", type=click.FloatRange(min=0), default=30.0, show_default=True,
               help="Seconds to wait for another process writing the same index.")
 @json_option
 @reports_errors
 def index(
-    path: str, model: str, index_dir: str | None, int8: bool, no_ignore: bool, quiet: bool, wait: float,
-    as_json: bool,
+    path: str, model: str, index_dir: str | None, int8: bool, no_ignore: bool, static_only: bool, quiet: bool,
+    wait: float, as_json: bool,
 ) -> None:
     """Build the index of PATH, or bring it up to date (only changed chunks are embedded)."""
     searcher = _searcher(path, model, index_dir, int8, no_ignore)
     searcher.lock_timeout = wait
-    report = searcher.index(progress=not quiet and not as_json)
+    report = searcher.index(progress=not quiet and not as_json, tier="static" if static_only else None)
     if as_json:
         _echo_json(report.as_dict())
         return
     click.echo(
-        f"indexed {report.files:,} files, {report.chunks:,} chunks: {report.embedded:,} embedded, "
+        f"indexed {report.files:,} files, {report.chunks:,} chunks ({report.tier} tier): {report.embedded:,} embedded, "
         f"{report.reused:,} reused, {report.removed:,} removed in {report.seconds:.1f} s"
     )
 
 
 @main.command()
 @click.argument("query")
-@path_argument
+@click.argument("paths", nargs=-1, type=click.Path(file_okay=True, dir_okay=True))
 @index_options
 @click.option("-k", "k", type=click.IntRange(min=1), default=10, show_default=True, help="How many hits.")
 @click.option(
@@ -150,34 +162,119 @@ def index(
 @click.option("--no-docs", is_flag=True, help="Leave out documentation.")
 @click.option("--no-source-first", is_flag=True,
               help="Rank tests, docs and config purely on relevance (by default source wins among similar hits).")
+@click.option("--no-refresh", is_flag=True, help="Do not re-index files changed since the last index first.")
 @click.option("--lines", "preview_lines", type=click.IntRange(min=0), default=4, show_default=True,
               help="Lines of each hit to show.")
 @json_option
 @reports_errors
 def search(
-    query: str, path: str, model: str, index_dir: str | None, int8: bool, k: int, mode: str,
+    query: str, paths: tuple[str, ...], model: str, index_dir: str | None, int8: bool, k: int, mode: str,
     scope: str | None, include: tuple[str, ...], exclude: tuple[str, ...], kinds: tuple[str, ...],
-    no_tests: bool, no_docs: bool, no_source_first: bool, preview_lines: int, as_json: bool,
+    no_tests: bool, no_docs: bool, no_source_first: bool, no_refresh: bool, preview_lines: int, as_json: bool,
 ) -> None:
-    """Search PATH for QUERY; builds the index first if there is none."""
+    """Search PATH (or several: PATH1 PATH2 ...) for QUERY; builds the index first if there is none.
+
+    A repository never indexed answers from its static tier within seconds;
+    `codesearch index PATH` adds the transformer's (the JSON says which tier answered).
+    """
     if not query.strip():
         _fail("the query is empty; give words, a question or an identifier")
+    paths = paths or (".",)
+    if len(paths) > 1 and index_dir is not None:
+        _fail("--index-dir names one index; leave it out to search several paths")
     exclude_kinds = {kind for kind, flag in (("test", no_tests), ("doc", no_docs)) if flag}
-    searcher = _searcher(path, model, index_dir, int8)
-    searcher.progress = not as_json  # a progress bar if the index has to be built first
-    hits = searcher.search(
-        query, k=k, mode=mode, scope=scope, include=include, exclude=exclude,  # type: ignore[arg-type]
-        kinds=set(kinds) or None, exclude_kinds=exclude_kinds, source_first=False if no_source_first else None,
-    )
+    options: dict[str, Any] = {
+        "k": k, "mode": mode, "scope": scope, "include": include, "exclude": exclude, "kinds": set(kinds) or None,
+        "exclude_kinds": exclude_kinds, "source_first": False if no_source_first else None,
+        "refresh": False if no_refresh else None,
+    }
+    if len(paths) == 1:
+        searcher = _searcher(paths[0], model, index_dir, int8, progress=not as_json)
+        hits = searcher.search(query, **options)
+        infos = [(str(searcher.root), searcher.last_search)]
+    else:
+        from codesearch.multi import MultiSearch
+
+        multi = MultiSearch(paths, model=None if model.lower() == "none" else model, int8=int8, progress=not as_json)
+        hits = multi.search(query, **options)
+        infos = [(str(s.root), info) for s, info in zip(multi.searchers, multi.last_search)]
+    tiers = {root: info.tier if info else None for root, info in infos}
     if as_json:
-        _echo_json([hit.as_dict() for hit in hits])
+        _echo_json({
+            "query": query,
+            "tier": next(iter(tiers.values())) if len(tiers) == 1 else tiers,
+            "refreshed": sum(info.refreshed for _, info in infos if info),
+            "hits": [hit.as_dict() for hit in hits],
+        })
         return
     if not hits:
         click.echo("no hits")
     for rank, hit in enumerate(hits, start=1):
-        click.echo(click.style(f"{rank:>2}. {hit.location}", bold=True) + f"  {hit.kind}  {hit.score:.4f}")
+        where = f"{hit.root}/" if hit.root and len(paths) > 1 else ""
+        click.echo(click.style(f"{rank:>2}. {where}{hit.location}", bold=True) + f"  {hit.kind}  {hit.score:.4f}")
         for line in hit.text.splitlines()[:preview_lines]:
             click.echo(f"      {line[:160]}")
+    static_roots = [root for root, tier in tiers.items() if tier == "static"]
+    if static_roots:
+        click.echo(f"(answered from the static tier; `codesearch index {static_roots[0]}` adds the transformer's)",
+                   err=True)
+
+
+@main.command()
+@click.argument("location")
+@click.argument("path", default=".", type=click.Path(file_okay=False, dir_okay=True))
+@index_options
+@click.option("-k", "k", type=click.IntRange(min=1), default=10, show_default=True, help="How many hits.")
+@click.option("--lines", "preview_lines", type=click.IntRange(min=0), default=4, show_default=True,
+              help="Lines of each hit to show.")
+@json_option
+@reports_errors
+def related(location: str, path: str, model: str, index_dir: str | None, int8: bool, k: int, preview_lines: int,
+            as_json: bool) -> None:
+    """Code most like the chunk at LOCATION (FILE:LINE or FILE:START-END) in PATH."""
+    from codesearch.locations import parse_location
+
+    file, line = parse_location(location)
+    searcher = _searcher(path, model, index_dir, int8)
+    hits = searcher.related(file, line, k=k)
+    if as_json:
+        _echo_json({"location": location, "hits": [hit.as_dict() for hit in hits]})
+        return
+    for rank, hit in enumerate(hits, start=1):
+        click.echo(click.style(f"{rank:>2}. {hit.location}", bold=True) + f"  {hit.kind}  {hit.score:.4f}")
+        for text_line in hit.text.splitlines()[:preview_lines]:
+            click.echo(f"      {text_line[:160]}")
+
+
+@main.command()
+@path_argument
+@index_options
+@json_option
+@reports_errors
+def status(path: str, model: str, index_dir: str | None, int8: bool, as_json: bool) -> None:
+    """The index of PATH: model, tier, counts, last update, and files changed on disk since (nothing is re-indexed)."""
+    facts = _searcher(path, model, index_dir, int8).status()
+    if as_json:
+        _echo_json(facts)
+        return
+    for key, value in facts.items():
+        if key != "changes":
+            click.echo(f"{key:<19}{value}")
+
+
+@main.command()
+@click.argument("paths", nargs=-1, type=click.Path(file_okay=False, dir_okay=True))
+@index_options
+@reports_errors
+def mcp(paths: tuple[str, ...], model: str, index_dir: str | None, int8: bool) -> None:
+    """Serve PATHS (default: the working directory) to MCP clients over stdio.
+
+    Tools: search, find_related, index_status, reindex. Register it with an
+    agent as the command `codesearch mcp /path/to/repo`.
+    """
+    from codesearch.mcp_server import serve
+
+    serve(list(paths) or ["."], model=None if model.lower() == "none" else model, int8=int8, index_dir=index_dir)
 
 
 @main.command()

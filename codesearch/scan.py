@@ -29,7 +29,7 @@ import hashlib
 import os
 import stat
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -114,6 +114,7 @@ class SourceFile:
         text: decoded text.
         sha256: hex digest of the raw bytes.
         encoding: the codec used to decode them.
+        mtime_ns: modification time when it was read, in nanoseconds.
     """
 
     path: str
@@ -121,6 +122,7 @@ class SourceFile:
     text: str
     sha256: str
     encoding: str
+    mtime_ns: int = 0
 
 
 @dataclass(slots=True)
@@ -133,6 +135,9 @@ class ScanResult:
         files_seen: files met during the walk (pruned folders are not entered).
         skipped: count per :class:`SkipReason` (folders pruned count once each).
         skipped_paths: ``(path, reason)`` per skip, in walk order.
+        stats: ``path -> (size, mtime_ns)`` of every file that was read
+            (indexed, or found binary or unreadable by its content): what
+            :func:`changed_files` compares later without reading anything.
     """
 
     root: Path
@@ -140,6 +145,7 @@ class ScanResult:
     files_seen: int = 0
     skipped: Counter[str] = field(default_factory=Counter)
     skipped_paths: list[tuple[str, str]] = field(default_factory=list)
+    stats: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     @property
     def bytes(self) -> int:
@@ -307,10 +313,11 @@ def _walk(
             continue
 
         result.files_seen += 1
-        reason = _file_reason(entry, rel, rules, max_file_bytes)
-        if reason is not None:
-            result._skip(rel, reason)
+        reason, info = _file_reason(entry, rel, rules, max_file_bytes)
+        if reason is not None or info is None:
+            result._skip(rel, reason or SkipReason.UNREADABLE)
             continue
+        result.stats[rel] = (info.st_size, info.st_mtime_ns)
         try:
             with open(entry.path, "rb") as handle:
                 data = handle.read(max_file_bytes + 1)
@@ -325,27 +332,119 @@ def _walk(
             result._skip(rel, SkipReason.BINARY)
             continue
         text, encoding = decoded
-        result.files.append(SourceFile(rel, len(data), text, hashlib.sha256(data).hexdigest(), encoding))
+        result.files.append(SourceFile(rel, len(data), text, hashlib.sha256(data).hexdigest(), encoding,
+                                       info.st_mtime_ns))
 
 
-def _file_reason(entry: os.DirEntry[str], rel: str, rules: _IgnoreRules, max_file_bytes: int) -> str | None:
-    """The first rule that skips this file before reading it, or ``None``."""
+def _file_reason(
+    entry: os.DirEntry[str], rel: str, rules: _IgnoreRules, max_file_bytes: int
+) -> tuple[str | None, os.stat_result | None]:
+    """The first rule that skips this file before reading it (or ``None``), and its stat when it got that far."""
     if _is_lockfile(entry.name):
-        return SkipReason.LOCKFILE
+        return SkipReason.LOCKFILE, None
     if rules.ignored(rel, is_dir=False):
-        return SkipReason.IGNORED
+        return SkipReason.IGNORED, None
     reason = _extension_reason(entry.name)
     if reason is not None:
-        return reason
+        return reason, None
     try:
         info = entry.stat(follow_symlinks=True)
     except OSError:
-        return SkipReason.UNREADABLE
+        return SkipReason.UNREADABLE, None
     if not stat.S_ISREG(info.st_mode):
-        return SkipReason.UNREADABLE
+        return SkipReason.UNREADABLE, None
     if info.st_size > max_file_bytes:
-        return SkipReason.TOO_LARGE
-    return None
+        return SkipReason.TOO_LARGE, info
+    return None, info
 
 
-__all__ = ["ScanResult", "SkipReason", "SourceFile", "decode_bytes", "scan"]
+@dataclass(frozen=True, slots=True)
+class Changes:
+    """What :func:`changed_files` found: paths added, modified and removed since the recorded stats."""
+
+    added: tuple[str, ...] = ()
+    modified: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.added or self.modified or self.removed)
+
+    def __len__(self) -> int:
+        return len(self.added) + len(self.modified) + len(self.removed)
+
+
+def changed_files(
+    root: str | os.PathLike[str],
+    known: Mapping[str, Sequence[int]],
+    *,
+    use_ignore_files: bool = True,
+    follow_symlinks: bool = False,
+    max_file_bytes: int = MAX_FILE_BYTES,
+    exclude_dirs: Iterable[str | os.PathLike[str]] = (),
+) -> Changes:
+    """Compare the files under ``root`` with ``known`` (``path -> (size, mtime_ns)``, as :attr:`ScanResult.stats`).
+
+    The walk applies the folder rules of :func:`scan`; a file already known is
+    only stat'ed, and only a new one is checked against the file rules. No
+    file is read, so this is cheap enough to run before every search.
+
+    Raises:
+        RootNotFoundError: if ``root`` does not exist or is not a folder.
+    """
+    root_path = Path(root)
+    if not root_path.is_dir():
+        raise RootNotFoundError(f"{'not a directory' if root_path.exists() else 'path does not exist'}: {root}")
+    real_root = root_path.resolve()
+    rules = _IgnoreRules().descend(real_root, "") if use_ignore_files else _IgnoreRules()
+    excluded = frozenset(Path(d).resolve() for d in exclude_dirs)
+    added: list[str] = []
+    modified: list[str] = []
+    seen: set[str] = set()
+    stack: list[tuple[str, str, _IgnoreRules]] = [(str(real_root), "", rules)]
+    active = {real_root}
+    while stack:
+        folder, rel_folder, folder_rules = stack.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            rel = f"{rel_folder}/{entry.name}" if rel_folder else entry.name
+            try:
+                if entry.is_symlink() and not follow_symlinks:
+                    continue
+                is_dir = entry.is_dir(follow_symlinks=True)
+            except OSError:
+                continue
+            if is_dir:
+                if entry.name in SKIP_DIRS or (excluded and Path(entry.path).resolve() in excluded):
+                    continue
+                if folder_rules.ignored(rel, is_dir=True):
+                    continue
+                real = Path(entry.path).resolve() if entry.is_symlink() else Path(entry.path)
+                if entry.is_symlink() and (real in active or not real.is_relative_to(real_root)):
+                    continue
+                active.add(real)
+                sub_rules = folder_rules.descend(Path(entry.path), rel) if use_ignore_files else folder_rules
+                stack.append((entry.path, rel, sub_rules))
+                continue
+            recorded = known.get(rel)
+            if recorded is not None:
+                try:
+                    info = entry.stat(follow_symlinks=True)
+                except OSError:
+                    continue
+                seen.add(rel)
+                if (info.st_size, info.st_mtime_ns) != tuple(recorded):
+                    modified.append(rel)
+                continue
+            if entry.is_symlink() and not Path(os.path.realpath(entry.path)).is_relative_to(real_root):
+                continue
+            reason, info = _file_reason(entry, rel, folder_rules, max_file_bytes)
+            if reason is None and info is not None:
+                added.append(rel)
+    removed = [path for path in known if path not in seen]
+    return Changes(tuple(sorted(added)), tuple(sorted(modified)), tuple(sorted(removed)))
+
+
+__all__ = ["Changes", "ScanResult", "SkipReason", "SourceFile", "changed_files", "decode_bytes", "scan"]

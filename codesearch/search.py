@@ -1,10 +1,24 @@
 """The :class:`CodeSearch` facade: index a repository, keep it fresh, query it.
 
-Data flows scan -> chunk -> embed -> index (store) -> search -> fuse -> filter.
-Indexing is incremental: every chunk is keyed by the sha256 of the exact text
-given to the model, so a chunk whose text is unchanged keeps its stored vector
-and only new chunks are embedded. A query is refused (``ModelMismatchError``)
-when the index was built by a different model than the one asked for.
+Data flows scan -> chunk -> embed -> index (store) -> search -> rank -> filter.
+
+An index has up to two embedding tiers beside its BM25 keywords:
+
+- ``static``: vectors from a static model distilled from the transformer
+  (:mod:`codesearch.static`) -- a whole repository in about a second;
+- ``full``: the transformer's own vectors (:mod:`codesearch.embed`).
+
+A search on a repository never indexed builds the static tier first and
+answers from it; :meth:`CodeSearch.index` adds the transformer tier. Every
+search uses what is there and says which tier answered
+(:attr:`CodeSearch.last_search`). Indexing is incremental in both tiers:
+every chunk is keyed by the sha256 of the exact text given to the model, so
+a chunk whose text is unchanged keeps its stored vectors, and a file whose
+bytes are unchanged is not chunked again. Before answering, a search stats
+the files (size and modification time, no reading) and re-indexes the ones
+that changed. A query is refused (``ModelMismatchError``) when the index was
+built by a different model than the one asked for -- by name before anything
+is loaded, and by fingerprint per tier.
 """
 
 from __future__ import annotations
@@ -20,19 +34,18 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import numpy as np
 
-from codesearch.chunking import ChunkParams, chunk_text, document_text
+from codesearch.chunking import Chunk, ChunkParams, chunk_text, document_text, keyword_text
 from codesearch.exceptions import (
     EmptyRepositoryError,
     IndexCorruptError,
+    IndexLockedError,
     ModelMismatchError,
     ModelNotAvailableError,
     RootNotFoundError,
 )
-from codesearch.fusion import reciprocal_rank_fusion
-from codesearch.keyword import BM25, top_k
-from codesearch.ranking import DEFAULT as DEFAULT_RANKING
-from codesearch.ranking import Ranking, query_identifiers, rerank, resolve_ranking, symbol_names
-from codesearch.scan import scan
+from codesearch.keyword import BM25
+from codesearch.ranking import DEFAULT_PRIORS, IndexFacts, Ranking, rank, resolve_ranking
+from codesearch.scan import changed_files, scan
 from codesearch.scope import Scope, kind_of
 from codesearch.store import IndexSnapshot, IndexStore, default_index_dir
 
@@ -43,11 +56,14 @@ Mode = Literal["bm25", "dense", "hybrid"]
 MODES: tuple[Mode, ...] = ("bm25", "dense", "hybrid")
 Chunking = Literal["definitions", "lines"]
 CHUNKINGS: tuple[Chunking, ...] = ("definitions", "lines")
+Tier = Literal["keyword", "static", "full"]
+TIERS: tuple[Tier, ...] = ("keyword", "static", "full")
 DEFAULT_MODEL = "minilm"
 CHECKPOINT_EVERY = 256
 """Chunks embedded between two checkpoints of an index run."""
-DEFAULT_NON_SOURCE_PENALTY = DEFAULT_RANKING.non_source_penalty
 _BM25_PREFIX = "bm25_"
+_DENSE = "vectors"
+_STATIC = "static_vectors"
 _KEYWORD_ONLY = "this searcher is keyword-only (model=None); pass a model to embed, or search with mode='bm25'"
 
 
@@ -73,7 +89,8 @@ class Hit:
     """One search result: a chunk of a file, its score and its kind.
 
     ``str(hit)`` reads ``path:start-end  (score, kind)``; :attr:`location` is
-    the bare ``path:start-end`` an editor opens.
+    the bare ``path:start-end`` an editor opens. ``root`` is set when several
+    repositories are searched together (:class:`codesearch.multi.MultiSearch`).
     """
 
     path: str
@@ -82,6 +99,8 @@ class Hit:
     score: float
     kind: str
     text: str
+    symbols: tuple[str, ...] = ()
+    root: str | None = None
 
     @property
     def location(self) -> str:
@@ -91,12 +110,29 @@ class Hit:
         return f"{self.location}  ({self.score:.4f}, {self.kind})"
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        data["symbols"] = list(self.symbols)
+        data["location"] = self.location
+        if self.root is None:
+            data.pop("root")
+        return data
 
 
 @dataclass(frozen=True, slots=True)
 class IndexReport:
-    """What one :meth:`CodeSearch.index` run did."""
+    """What one :meth:`CodeSearch.index` run did.
+
+    Attributes:
+        files: files indexed.
+        chunks: chunks in the index.
+        embedded: chunks the transformer embedded (0 for a static-tier build).
+        reused: chunks whose vectors were kept.
+        removed: chunks of the previous index that are gone.
+        seconds: wall time.
+        tier: the tier the index now has (``keyword``, ``static`` or ``full``).
+        static_embedded: chunks the static model embedded.
+        changed_files: files read and chunked again (all of them on a first build).
+    """
 
     files: int
     chunks: int
@@ -104,9 +140,29 @@ class IndexReport:
     reused: int
     removed: int
     seconds: float
+    tier: str = "full"
+    static_embedded: int = 0
+    changed_files: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class SearchInfo:
+    """How the last :meth:`CodeSearch.search` was answered.
+
+    Attributes:
+        tier: which tier answered (``keyword``, ``static`` or ``full``).
+        refreshed: files re-indexed before answering because they had changed.
+        built: whether the index had to be built first.
+        seconds: wall time of the search, refresh included.
+    """
+
+    tier: str
+    refreshed: int
+    built: bool
+    seconds: float
 
 
 def chunk_key(document: str) -> str:
@@ -125,15 +181,24 @@ class CodeSearch:
             loads it. ``None`` builds a keyword-only index (no vectors).
         index_dir: where the index lives; by default a folder in the user cache
             keyed by the absolute root.
-        int8: use the int8-quantised export (only if it passed its quality gate).
+        int8: use the int8-quantised export (the default; kept only where it
+            passed its quality gate against fp32); ``False`` for fp32.
+        static: the static tier's embedder: ``None`` (default) distils one from
+            ``model`` when that is a name, folder or spec; ``False`` for none;
+            or an object with ``embed_documents``/``embed_query``.
+        fast_start: when a search finds no index, build the static tier first
+            and answer from it (the transformer tier follows with
+            :meth:`index`); ``False`` builds the full index before answering.
+        refresh: before each search, stat the files and re-index the ones that
+            changed (``search(refresh=...)`` overrides it per call).
         use_ignore_files: honour ``.gitignore`` and ``.codesearchignore``.
         chunking: ``"definitions"`` (default) cuts code along functions,
             classes and methods and records the symbols each chunk defines;
             ``"lines"`` is the published line-window chunker.
-        ranking: ``"default"`` (symbol matches and source-first on top of
-            RRF), ``"article"`` (the published plain RRF) or a
+        ranking: ``"default"``, ``"article"`` (the published plain RRF) or a
             :class:`~codesearch.ranking.Ranking`.
-        chunk_params: chunk sizes.
+        chunk_params: chunk sizes; by default a 400-token budget for definition
+            chunks and 700-token line windows (:meth:`ChunkParams.for_chunking`).
         lock_timeout: seconds to wait for another writer of the same index.
         progress: show a progress bar when :meth:`search` has to build the
             index first (``index(progress=...)`` decides for itself).
@@ -149,11 +214,14 @@ class CodeSearch:
         model: str | ModelSpec | TextEmbedder | None = DEFAULT_MODEL,
         *,
         index_dir: str | os.PathLike[str] | None = None,
-        int8: bool = False,
+        int8: bool = True,
+        static: TextEmbedder | bool | None = None,
+        fast_start: bool = True,
+        refresh: bool = True,
         use_ignore_files: bool = True,
         chunking: Chunking = "definitions",
         ranking: str | Ranking = "default",
-        chunk_params: ChunkParams = ChunkParams(),
+        chunk_params: ChunkParams | None = None,
         lock_timeout: float = 30.0,
         progress: bool = False,
     ) -> None:
@@ -167,20 +235,37 @@ class CodeSearch:
         self.use_ignore_files = use_ignore_files
         self.chunking = chunking
         self.ranking = resolve_ranking(ranking)
-        self.chunk_params = chunk_params
+        self.chunk_params = chunk_params if chunk_params is not None else ChunkParams.for_chunking(chunking)
         self.lock_timeout = lock_timeout
         self.progress = progress
+        self.fast_start = fast_start
+        self.refresh = refresh
+        self.last_search: SearchInfo | None = None
         self._model = model
         self._int8 = int8
         # An object that can embed is used as it is; a name, path or spec is loaded on first use.
         self._embedder: TextEmbedder | None = model if hasattr(model, "embed_query") else None  # type: ignore[assignment]
+        self._static_choice = static
+        self._static: TextEmbedder | None = static if hasattr(static, "embed_query") else None  # type: ignore[assignment]
         self._loaded: _LoadedIndex | None = None
+        self._loaded_token: bytes | None = None
 
-    # -- model -----------------------------------------------------------------
+    # -- models ----------------------------------------------------------------
+
+    @property
+    def model_name(self) -> str | None:
+        """The name of the model asked for, known without loading it (``None`` for keyword-only)."""
+        if self._model is None:
+            return None
+        if self._embedder is not None:
+            return str(self._embedder.spec.name)
+        from codesearch.models import resolve_model
+
+        return resolve_model(self._model).name  # type: ignore[arg-type]
 
     @property
     def embedder(self) -> TextEmbedder:
-        """The embedding model, loaded (and exported if needed) on first use.
+        """The transformer, loaded (and exported if needed) on first use.
 
         Raises:
             ModelNotAvailableError: the model cannot be loaded, or this is a
@@ -194,29 +279,71 @@ class CodeSearch:
             self._embedder = Embedder(self._model, int8=self._int8)  # type: ignore[arg-type]
         return self._embedder
 
+    @property
+    def has_static(self) -> bool:
+        """Whether this searcher has a static tier (it needs a model given by name, folder or spec)."""
+        if self._static is not None:
+            return True
+        return self._static_choice is None and self._model is not None and self._embedder is None
+
+    @property
+    def static_embedder(self) -> TextEmbedder:
+        """The static tier's embedder, loaded (and distilled if needed) on first use.
+
+        Raises:
+            ModelNotAvailableError: this searcher has no static tier.
+        """
+        if self._static is None:
+            if not self.has_static:
+                raise ModelNotAvailableError("this searcher has no static tier (static=False, or the model is an object)")
+            from codesearch.static import StaticEmbedder
+
+            self._static = StaticEmbedder(self._model)  # type: ignore[arg-type]
+        return self._static
+
     # -- indexing --------------------------------------------------------------
 
-    def index(self, *, progress: bool = False) -> IndexReport:
+    def index(self, *, progress: bool = False, tier: Tier | None = None) -> IndexReport:
         """Build the index, or bring it up to date with the files on disk.
 
-        Unchanged chunks keep their stored vectors; only new chunk texts are
-        embedded. The new state is committed atomically, so a crash leaves the
-        previous index intact.
+        Unchanged files are not chunked again and unchanged chunks keep their
+        stored vectors; only new chunk texts are embedded. The new state is
+        committed atomically, so a crash leaves the previous index intact.
+
+        Args:
+            progress: show a progress bar while embedding.
+            tier: ``"full"`` (default: transformer vectors, plus the static
+                tier when there is one), ``"static"`` (keywords and static
+                vectors only: seconds, not minutes) or ``"keyword"``.
 
         Returns:
             Counts of files and chunks, how many were embedded, reused and
-            removed, and the seconds taken.
+            removed, the tier built and the seconds taken.
 
         Raises:
             RootNotFoundError: the root is missing or not a folder.
             EmptyRepositoryError: nothing under the root can be indexed.
             IndexLockedError: another process is writing this index.
             ModelNotAvailableError: the model cannot be loaded here.
+            ModelMismatchError: the index holds another model's vectors and
+                ``tier="static"`` would leave them out of step.
         """
+        if tier is None:
+            tier = "keyword" if self._model is None else "full"
+        if tier not in TIERS:
+            raise ValueError(f"unknown tier {tier!r}; use one of {', '.join(TIERS)}")
+        if tier != "keyword" and self._model is None:
+            raise ModelNotAvailableError(_KEYWORD_ONLY)
+        if tier == "static" and not self.has_static:
+            tier = "full"
+        with self.store.write_lock(timeout=self.lock_timeout):
+            return self._index_locked(tier, progress)
+
+    def _index_locked(self, tier: Tier, progress: bool) -> IndexReport:
         started = time.perf_counter()
+        previous = self._previous_snapshot()
         result = scan(self.root, use_ignore_files=self.use_ignore_files, exclude_dirs=[self.store.directory])
-        cut = _chunker(self.chunking)
-        chunks = [chunk for source in result.files for chunk in cut(source.path, source.text, self.chunk_params)]
+        chunks, changed = self._chunks(result.files, previous)
         if not chunks:
             raise EmptyRepositoryError(
                 f"nothing to index under {self.root}: {result.files_seen} files seen, "
@@ -224,76 +351,132 @@ class CodeSearch:
             )
         documents = [document_text(c.path, c.text) for c in chunks]
         keys = [chunk_key(d) for d in documents]
-        embedder = self.embedder if self._model is not None else None
+        arrays: dict[str, np.ndarray] = {}
+        facts: dict[str, Any] = {}
+        embedded = static_embedded = 0
+        old_keys = {record["key"] for record in previous.chunks} if previous is not None else set()
 
-        with self.store.write_lock(timeout=self.lock_timeout):
-            if embedder is None:
-                previous: dict[str, np.ndarray] = {}
-                missing: list[int] = []
-                vectors = np.zeros((len(chunks), 0), dtype=np.float32)
-                model_facts = None
-            else:
-                previous = self._previous_vectors(embedder)
-                missing = [i for i, key in enumerate(keys) if key not in previous]
-                fresh_rows = self._embed_with_checkpoints(embedder, documents, keys, missing, progress)
-                vectors = np.empty((len(chunks), embedder.dim), dtype=np.float32)
-                for i, key in enumerate(keys):
-                    vectors[i] = fresh_rows[i] if i in fresh_rows else previous[key]
-                model_facts = {"name": embedder.spec.name, "fingerprint": embedder.fingerprint, "dim": embedder.dim}
-            bm25 = BM25().fit(documents)
-            now = datetime.now(timezone.utc).isoformat(timespec="seconds")
-            manifest = {
-                "root": str(self.root),
-                "model": model_facts,
-                "chunker": {"kind": self.chunking, **asdict(self.chunk_params)},
-                "files": {f.path: f.sha256 for f in result.files},
-                "counts": {"files": len(result.files), "chunks": len(chunks)},
-                "updated": now,
-            }
-            records = [
-                {"path": c.path, "start_line": c.start_line, "end_line": c.end_line, "kind": kind_of(c.path),
-                 "key": key, "symbols": list(c.symbols), "text": c.text}
-                for c, key in zip(chunks, keys)
-            ]
-            arrays = {"vectors": vectors, **{_BM25_PREFIX + k: v for k, v in bm25.to_arrays().items()}}
-            self.store.save(IndexSnapshot(manifest, records, arrays))
-            self.store.clear_checkpoint()
+        if tier in ("static", "full") and self.has_static:
+            static = self.static_embedder
+            vectors, fresh = self._vectors(static, documents, keys, previous, _STATIC, "static", checkpoint=False,
+                                           progress=False)
+            arrays[_STATIC] = vectors
+            facts["static"] = {"name": static.spec.name, "fingerprint": static.fingerprint, "dim": static.dim}
+            static_embedded = fresh
+        if tier == "full":
+            embedder = self.embedder
+            vectors, embedded = self._vectors(embedder, documents, keys, previous, _DENSE, "model", checkpoint=True,
+                                              progress=progress)
+            arrays[_DENSE] = vectors
+            facts["model"] = {"name": embedder.spec.name, "fingerprint": embedder.fingerprint, "dim": embedder.dim}
+        elif tier == "static" and previous is not None and _DENSE in previous.arrays:
+            # A static refresh of a full index keeps the transformer tier in step: embed its new chunks too.
+            self._check_tier(previous.manifest, "model", self.embedder)
+            vectors, embedded = self._vectors(self.embedder, documents, keys, previous, _DENSE, "model",
+                                              checkpoint=True, progress=progress)
+            arrays[_DENSE] = vectors
+            facts["model"] = previous.manifest["model"]
+            tier = "full"
 
-        new_keys = set(keys)
-        removed = sum(1 for key in previous if key not in new_keys)
-        self._loaded = _LoadedIndex(manifest, records, vectors, bm25)
+        bm25 = BM25().fit([keyword_text(c.path, c.text) for c in chunks])
+        arrays.update({_BM25_PREFIX + k: v for k, v in bm25.to_arrays().items()})
+        now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        manifest = {
+            "root": str(self.root),
+            "tier": tier,
+            "model": facts.get("model"),
+            "static": facts.get("static"),
+            "chunker": {"kind": self.chunking, **asdict(self.chunk_params)},
+            "files": {f.path: f.sha256 for f in result.files},
+            "stats": {path: list(stat) for path, stat in result.stats.items()},
+            "use_ignore_files": self.use_ignore_files,
+            "counts": {"files": len(result.files), "chunks": len(chunks)},
+            "updated": now,
+        }
+        records = [
+            {"path": c.path, "start_line": c.start_line, "end_line": c.end_line, "kind": kind_of(c.path),
+             "key": key, "symbols": list(c.symbols), "text": c.text}
+            for c, key in zip(chunks, keys)
+        ]
+        self.store.save(IndexSnapshot(manifest, records, arrays))
+        self.store.clear_checkpoint()
+        self._loaded = _LoadedIndex(manifest, records, arrays.get(_DENSE), arrays.get(_STATIC), bm25)
+        self._loaded_token = self.store.current_token()
         return IndexReport(
             files=len(result.files),
             chunks=len(chunks),
-            embedded=len(missing),
-            reused=len(chunks) - len(missing),
-            removed=removed,
+            embedded=embedded,
+            reused=len(chunks) - (embedded if tier == "full" else static_embedded),
+            removed=len(old_keys - set(keys)),
             seconds=round(time.perf_counter() - started, 3),
+            tier=tier,
+            static_embedded=static_embedded,
+            changed_files=changed,
         )
 
-    def _previous_vectors(self, embedder: TextEmbedder) -> dict[str, np.ndarray]:
-        """Vectors by chunk key that need no embedding: the stored index's (same model) and checkpoints'."""
-        found = self.store.load_checkpoint(embedder.fingerprint)
+    def _previous_snapshot(self) -> IndexSnapshot | None:
+        """The stored index, or ``None`` when there is none or it is damaged (then it is rebuilt)."""
         if not self.store.exists():
-            return found
+            return None
         try:
-            snapshot = self.store.load()
+            return self.store.load()
         except IndexCorruptError:
-            return found  # rebuild; the new commit replaces the damaged one
-        if (snapshot.manifest.get("model") or {}).get("fingerprint") != embedder.fingerprint:
-            return found
-        vectors = snapshot.arrays["vectors"]
-        found.update((record["key"], vectors[i]) for i, record in enumerate(snapshot.chunks))
-        return found
+            return None
 
-    def _embed_with_checkpoints(
+    def _chunks(self, files: Sequence[Any], previous: IndexSnapshot | None) -> tuple[list[Chunk], int]:
+        """Every file's chunks: a file whose bytes are unchanged keeps its stored chunks, the rest are cut again."""
+        chunker = {"kind": self.chunking, **asdict(self.chunk_params)}
+        kept: dict[str, list[Chunk]] = {}
+        if previous is not None and previous.manifest.get("chunker") == chunker:
+            old_files = previous.manifest.get("files", {})
+            new_files = {f.path: f.sha256 for f in files}
+            for record in previous.chunks:
+                path = record["path"]
+                if old_files.get(path) == new_files.get(path):
+                    kept.setdefault(path, []).append(
+                        Chunk(path, record["start_line"], record["end_line"], record["text"],
+                              tuple(record.get("symbols", ()))))
+        cut = _chunker(self.chunking)
+        chunks: list[Chunk] = []
+        changed = 0
+        for source in files:
+            if source.path in kept:
+                chunks.extend(kept[source.path])
+            else:
+                changed += 1
+                chunks.extend(cut(source.path, source.text, self.chunk_params))
+        return chunks, changed
+
+    def _vectors(
+        self, embedder: TextEmbedder, documents: Sequence[str], keys: Sequence[str], previous: IndexSnapshot | None,
+        array: str, tier: str, *, checkpoint: bool, progress: bool,
+    ) -> tuple[np.ndarray, int]:
+        """One tier's vectors for every chunk: stored ones reused by key, the rest embedded. Returns them and how many were new."""
+        found: dict[str, np.ndarray] = self.store.load_checkpoint(embedder.fingerprint) if checkpoint else {}
+        if previous is not None and array in previous.arrays:
+            stored = previous.manifest.get(tier) or {}
+            if stored.get("fingerprint") == embedder.fingerprint:
+                vectors = previous.arrays[array]
+                found.update((record["key"], vectors[i]) for i, record in enumerate(previous.chunks))
+        missing = [i for i, key in enumerate(keys) if key not in found]
+        fresh = self._embed(embedder, documents, keys, missing, checkpoint, progress)
+        out = np.empty((len(keys), embedder.dim), dtype=np.float32)
+        for i, key in enumerate(keys):
+            out[i] = fresh[i] if i in fresh else found[key]
+        return out, len(missing)
+
+    def _embed(
         self, embedder: TextEmbedder, documents: Sequence[str], keys: Sequence[str], missing: Sequence[int],
-        progress: bool,
+        checkpoint: bool, progress: bool,
     ) -> dict[int, np.ndarray]:
-        """Embed ``documents[missing]`` in slices, checkpointing each, so a crash loses at most one slice."""
+        """Embed ``documents[missing]``; in checkpointed slices, so a crash loses at most one slice."""
         from tqdm.auto import tqdm
 
         rows: dict[int, np.ndarray] = {}
+        if not checkpoint:
+            if missing:
+                rows.update(zip(missing, embedder.embed_documents([documents[i] for i in missing])))
+            return rows
         with tqdm(total=len(missing), desc="embedding", unit="chunk", disable=not progress or not missing) as bar:
             for start in range(0, len(missing), CHECKPOINT_EVERY):
                 part = missing[start:start + CHECKPOINT_EVERY]
@@ -302,6 +485,40 @@ class CodeSearch:
                 rows.update(zip(part, vectors))
                 bar.update(len(part))
         return rows
+
+    # -- freshness ---------------------------------------------------------------
+
+    def changes(self) -> Any:
+        """Files changed on disk since the stored index (added, modified, removed), found by a stat pass alone.
+
+        Returns:
+            A :class:`codesearch.scan.Changes`; empty when there is no index yet.
+        """
+        from codesearch.scan import Changes
+
+        if not self.store.exists():
+            return Changes()
+        manifest = self._ensure_loaded().manifest
+        return changed_files(self.root, manifest.get("stats", {}), use_ignore_files=self.use_ignore_files,
+                             exclude_dirs=[self.store.directory])
+
+    def _refresh(self) -> int:
+        """Re-index changed files before a search; 0 when nothing changed or another writer is busy."""
+        loaded = self._ensure_loaded()
+        known = loaded.manifest.get("stats")
+        if known is None:
+            return 0
+        found = changed_files(self.root, known, use_ignore_files=self.use_ignore_files,
+                              exclude_dirs=[self.store.directory])
+        if not found:
+            return 0
+        tier = loaded.manifest.get("tier") or ("full" if loaded.vectors is not None else "static")
+        try:
+            with self.store.write_lock(timeout=0):
+                self._index_locked(tier if self._model is not None else "keyword", progress=False)  # type: ignore[arg-type]
+        except IndexLockedError:
+            return 0  # another writer is at it: answer from the committed state
+        return len(found)
 
     # -- searching -------------------------------------------------------------
 
@@ -317,6 +534,7 @@ class CodeSearch:
         kinds: str | Iterable[str] | None = None,
         exclude_kinds: str | Iterable[str] = (),
         source_first: bool | None = None,
+        refresh: bool | None = None,
     ) -> list[Hit]:
         """Find the ``k`` chunks that best answer ``query``.
 
@@ -324,33 +542,37 @@ class CodeSearch:
             query: words, a question, or an identifier.
             k: how many hits at most.
             mode: ``"bm25"`` (keywords), ``"dense"`` (embeddings) or
-                ``"hybrid"`` (both, fused by reciprocal rank fusion).
+                ``"hybrid"`` (both, fused).
             scope: a path prefix such as ``"src/"``.
             include: gitignore-style globs a path must match.
             exclude: gitignore-style globs that drop a path.
             kinds: only these kinds (``source``, ``test``, ``doc``, ``config``).
             exclude_kinds: drop these kinds.
-            source_first: override the ranking's source-first setting for this
-                query (``False`` ranks tests and docs purely on relevance).
+            source_first: override the ranking's test/doc/config priors for
+                this query (``False`` ranks them purely on relevance).
+            refresh: stat the files first and re-index those that changed
+                (default: the searcher's ``refresh``).
 
         Filtering happens before the top-k cut, so asking for 10 source hits
-        returns 10 source hits when there are that many. With the default
-        ranking, definitions of identifiers named in the query come first and
-        tests/docs/config rank below source hits of similar relevance.
+        returns 10 source hits when there are that many. A repository never
+        indexed is indexed first: its static tier when ``fast_start`` (the
+        transformer follows with :meth:`index`), else in full.
+        :attr:`last_search` says which tier answered.
 
         Returns:
-            Hits in rank order. Scores are BM25 scores, cosine similarities or
-            fused RRF scores, by mode; a definition moved up by a symbol match
-            keeps its own score (0.0 if the mode did not retrieve it).
+            Hits in rank order, scored by the ranking pipeline.
 
         Raises:
-            ValueError: an unknown mode or kind, or ``k`` below 1.
+            ValueError: an unknown mode or kind, an empty query, or ``k`` below 1.
             ModelMismatchError: the index was built with another model.
         """
+        started = time.perf_counter()
         if mode not in MODES:
             raise ValueError(f"unknown mode {mode!r}; use one of {', '.join(MODES)}")
         if k < 1:
             raise ValueError(f"k must be at least 1, got {k}")
+        if not query.strip():
+            raise ValueError("the query is empty; give words, a question or an identifier")
         where = Scope(
             prefix=scope,
             include=_strings(include),
@@ -358,75 +580,140 @@ class CodeSearch:
             kinds=None if kinds is None else frozenset(_strings(kinds)),
             exclude_kinds=frozenset(_strings(exclude_kinds)),
         )
-        ranking = self.ranking
-        if source_first is not None:
-            penalty = max(ranking.non_source_penalty, DEFAULT_NON_SOURCE_PENALTY) if source_first else 1.0
-            ranking = replace(ranking, non_source_penalty=penalty)
-        loaded = self._ensure_loaded(need_model=mode != "bm25")
-        mask = None if where.is_unrestricted else where.mask(loaded.paths, loaded.kinds)
-
-        # Re-ranking may pull hits up from below the cut, so take a deeper list first.
-        depth = max(k, ranking.rrf_depth) * (4 if ranking.adjusts else 1)
-        if mode == "bm25":
-            ranked = self._bm25_ranking(loaded, query, depth, mask)
-        elif mode == "dense":
-            ranked = self._dense_ranking(loaded, query, depth, mask)
-        else:
-            ranked = reciprocal_rank_fusion(
-                [
-                    [i for i, _ in self._bm25_ranking(loaded, query, max(k, ranking.rrf_depth), mask)],
-                    [i for i, _ in self._dense_ranking(loaded, query, max(k, ranking.rrf_depth), mask)],
-                ],
-                k=ranking.rrf_k,
-                depth=ranking.rrf_depth,
-                weights=(ranking.bm25_weight, ranking.dense_weight),
-            )
-        defining = loaded.defining(query, mask) if ranking.symbol_matches else []
-        ranked = rerank(ranked, loaded.kinds, ranking, defining)
-        return [loaded.hit(i, score) for i, score in ranked[:k]]
-
-    def _bm25_ranking(self, loaded: _LoadedIndex, query: str, k: int, mask: np.ndarray | None) -> list[tuple[int, float]]:
-        scores = loaded.bm25.score(query)
-        return [(int(i), float(scores[i])) for i in top_k(scores, k, mask=mask, above=0.0)]
-
-    def _dense_ranking(self, loaded: _LoadedIndex, query: str, k: int, mask: np.ndarray | None) -> list[tuple[int, float]]:
-        scores = loaded.vectors @ self.embedder.embed_query(query)
-        return [(int(i), float(scores[i])) for i in top_k(scores, k, mask=mask)]
-
-    def _ensure_loaded(self, *, need_model: bool) -> _LoadedIndex:
-        if self._loaded is None:
-            if not self.store.exists():
-                self.index(progress=self.progress)
-            else:
-                snapshot = self.store.load()
-                self._loaded = _LoadedIndex.from_snapshot(snapshot)
-        assert self._loaded is not None
-        if need_model:
-            self._check_model(self._loaded.manifest)
-        return self._loaded
-
-    def _check_model(self, manifest: dict[str, Any]) -> None:
-        if self._model is None:
+        ranking = self.ranking if source_first is None else _with_source_first(self.ranking, source_first)
+        if mode != "bm25" and self._model is None:
             raise ModelNotAvailableError(_KEYWORD_ONLY)
-        stored = manifest.get("model")
-        if stored is None:
+        built = not self.store.exists()
+        loaded = self._ensure_loaded()
+        if mode != "bm25":
+            self._check_name(loaded.manifest)
+        wanted = self.refresh if refresh is None else refresh
+        # Refreshing embeds changed chunks, so it needs this searcher's model to be the index's.
+        refreshed = self._refresh() if not built and wanted and self._same_model(loaded.manifest) else 0
+        if refreshed:
+            loaded = self._ensure_loaded()
+        mask = None if where.is_unrestricted else where.mask(loaded.paths, loaded.kinds)
+        lists: dict[str, np.ndarray] = {}
+        tier: str = "keyword"
+        if mode != "dense":
+            lists["bm25"] = loaded.bm25.score(query)
+        if mode != "bm25":
+            tier = self._semantic_list(loaded, query, lists)
+        self.last_search = SearchInfo(tier, refreshed, built, time.perf_counter() - started)
+        return [loaded.hit(i, score) for i, score in rank(query, lists, loaded.facts, ranking, k, mask)]
+
+    def _semantic_list(self, loaded: _LoadedIndex, query: str, lists: dict[str, np.ndarray]) -> str:
+        """Add the best embedding list the index has (transformer, else static); return the tier used."""
+        manifest = loaded.manifest
+        if loaded.vectors is not None:
+            self._check_tier(manifest, "model", self.embedder)
+            lists["dense"] = loaded.vectors @ self.embedder.embed_query(query)
+            return "full"
+        if loaded.static is not None and self.has_static:
+            self._check_tier(manifest, "static", self.static_embedder)
+            lists["static"] = loaded.static @ self.static_embedder.embed_query(query)
+            return "static"
+        if loaded.static is None and manifest.get("model") is None and manifest.get("static") is None:
             raise ModelMismatchError(
                 f"the index at {self.store.directory} is keyword-only (built without a model); "
                 "search with mode='bm25' (--mode bm25) or re-index with a model"
             )
-        embedder = self.embedder
+        self._check_tier(manifest, "model", self.embedder)  # a static index without a static model here
+        raise ModelMismatchError(f"the index at {self.store.directory} has only a static tier, which this searcher "
+                                 "cannot embed for; run `codesearch index` to add the transformer's")
+
+    def related(self, path: str, line: int, k: int = 10) -> list[Hit]:
+        """The ``k`` chunks most similar to the chunk at ``path:line``, that chunk left out.
+
+        Args:
+            path: a file path relative to the root (or absolute, inside it).
+            line: a 1-based line the chunk covers.
+            k: how many.
+
+        Raises:
+            ValueError: ``k`` below 1, a line below 1, or no indexed chunk covers ``path:line``.
+            ModelNotAvailableError: a keyword-only index (similarity needs vectors).
+        """
+        if k < 1:
+            raise ValueError(f"k must be at least 1, got {k}")
+        if line < 1:
+            raise ValueError(f"line numbers start at 1, got {line}")
+        loaded = self._ensure_loaded()
+        relative = self._relative(path)
+        candidates = [i for i, p in enumerate(loaded.paths) if p == relative]
+        if not candidates:
+            raise ValueError(f"{path} is not indexed under {self.root}")
+        covering = [i for i in candidates if loaded.chunks[i]["start_line"] <= line <= loaded.chunks[i]["end_line"]]
+        if not covering:
+            raise ValueError(f"no indexed chunk of {relative} covers line {line}")
+        seed = covering[0]
+        vectors = loaded.vectors if loaded.vectors is not None else loaded.static
+        if vectors is None:
+            raise ModelNotAvailableError(f"the index at {self.store.directory} is keyword-only; related code needs vectors")
+        scores = vectors @ vectors[seed]
+        scores[seed] = -np.inf
+        order = np.argsort(-scores, kind="stable")[:k]
+        return [loaded.hit(int(i), float(scores[i])) for i in order if np.isfinite(scores[i])]
+
+    def _relative(self, path: str) -> str:
+        candidate = Path(path).expanduser()
+        if candidate.is_absolute():
+            try:
+                return candidate.resolve().relative_to(self.root.resolve()).as_posix()
+            except ValueError:
+                raise ValueError(f"{path} is outside {self.root}") from None
+        return candidate.as_posix().removeprefix("./")
+
+    def _ensure_loaded(self) -> _LoadedIndex:
+        token = self.store.current_token()
+        if token is None:
+            tier: Tier = "keyword" if self._model is None else ("static" if self.fast_start and self.has_static else "full")
+            self.index(progress=self.progress, tier=tier)
+            token = self.store.current_token()
+        if self._loaded is None or token != self._loaded_token:
+            snapshot = self.store.load()
+            self._loaded = _LoadedIndex.from_snapshot(snapshot)
+            self._loaded_token = token
+        return self._loaded
+
+    def _same_model(self, manifest: dict[str, Any]) -> bool:
+        """Whether this searcher may write to an index with this manifest (same model name, or both keyword-only)."""
+        stored = manifest.get("model") or manifest.get("static")
+        if self._model is None or stored is None:
+            return self._model is None and stored is None
+        try:
+            return self.model_name == stored.get("name")
+        except ModelNotAvailableError:
+            return False
+
+    def _check_name(self, manifest: dict[str, Any]) -> None:
+        """Refuse by name, before any model is loaded, an index built by another model."""
+        asked = self.model_name
+        stored = (manifest.get("model") or manifest.get("static") or {}).get("name")
+        if asked is None or stored is None or asked == stored:
+            return
+        raise ModelMismatchError(
+            f"the index at {self.store.directory} was built with model {stored!r}, not {asked!r}; search with "
+            f"--model {stored}, or re-index with `codesearch index --model {asked}`"
+        )
+
+    def _check_tier(self, manifest: dict[str, Any], tier: str, embedder: TextEmbedder) -> None:
+        stored = manifest.get(tier)
+        if stored is None:
+            return
         if stored.get("fingerprint") == embedder.fingerprint:
             return
+        what = "static model" if tier == "static" else "model"
         if stored.get("name") == embedder.spec.name:
             raise ModelMismatchError(
                 f"the index at {self.store.directory} was built with another export of {embedder.spec.name!r} "
-                f"(fingerprint {str(stored.get('fingerprint'))[:12]}, this one is {embedder.fingerprint[:12]}: "
-                "other export options, such as --int8, or other library versions); "
+                f"({what} fingerprint {str(stored.get('fingerprint'))[:12]}, this one is {embedder.fingerprint[:12]}: "
+                "other export options, such as --fp32, or other library versions); "
                 f"re-index with `codesearch index --model {embedder.spec.name}`"
             )
         raise ModelMismatchError(
             f"the index at {self.store.directory} was built with model {stored.get('name')!r} "
-            f"(fingerprint {str(stored.get('fingerprint'))[:12]}), but this query would be embedded by "
+            f"({what} fingerprint {str(stored.get('fingerprint'))[:12]}), but this query would be embedded by "
             f"{embedder.spec.name!r} (fingerprint {embedder.fingerprint[:12]}); re-index with "
             f"`codesearch index --model {embedder.spec.name}` or search with --model {stored.get('name')}"
         )
@@ -434,7 +721,7 @@ class CodeSearch:
     # -- facts -----------------------------------------------------------------
 
     def info(self) -> dict[str, Any]:
-        """Facts about the stored index without loading the model: model, counts, location, last update.
+        """Facts about the stored index without loading the model: model, tier, counts, location, last update.
 
         Raises:
             IndexNotFoundError: nothing has been indexed yet.
@@ -442,11 +729,14 @@ class CodeSearch:
         """
         manifest = self.store.read_manifest()
         model = manifest.get("model") or {}
+        static = manifest.get("static") or {}
         return {
             "root": manifest.get("root"),
             "index_dir": str(self.store.directory),
-            "model": model.get("name"),
+            "tier": manifest.get("tier") or ("full" if model else "keyword"),
+            "model": model.get("name") or static.get("name"),
             "fingerprint": model.get("fingerprint"),
+            "static_fingerprint": static.get("fingerprint"),
             "dim": model.get("dim"),
             "files": manifest.get("counts", {}).get("files"),
             "chunks": manifest.get("counts", {}).get("chunks"),
@@ -455,10 +745,31 @@ class CodeSearch:
             "format_version": manifest.get("format_version"),
         }
 
+    def status(self) -> dict[str, Any]:
+        """:meth:`info`, plus how many files changed on disk since (a stat pass; nothing is re-indexed).
+
+        Raises:
+            IndexNotFoundError: nothing has been indexed yet.
+        """
+        facts = self.info()
+        changes = self.changes()
+        facts["changed_files"] = len(changes)
+        facts["changes"] = {"added": list(changes.added), "modified": list(changes.modified),
+                            "removed": list(changes.removed)}
+        return facts
+
 
 def _strings(value: str | Iterable[str]) -> tuple[str, ...]:
     """One string or many, as a tuple."""
     return (value,) if isinstance(value, str) else tuple(value)
+
+
+def _with_source_first(ranking: Ranking, source_first: bool) -> Ranking:
+    """``ranking`` with the test/doc/config priors on (their defaults) or off (1.0)."""
+    multipliers = dict(ranking.prior_multipliers)
+    for kind in ("test", "doc", "config"):
+        multipliers[kind] = DEFAULT_PRIORS[kind] if source_first else 1.0
+    return replace(ranking, priors=ranking.priors or source_first, prior_multipliers=multipliers)
 
 
 def _chunker(chunking: Chunking):  # type: ignore[no-untyped-def]
@@ -476,42 +787,35 @@ class _LoadedIndex:
 
     manifest: dict[str, Any]
     chunks: list[dict[str, Any]]
-    vectors: np.ndarray
+    vectors: np.ndarray | None
+    static: np.ndarray | None
     bm25: BM25
     paths: list[str] = field(init=False)
     kinds: list[str] = field(init=False)
-
-    symbols: dict[str, list[int]] = field(init=False)
+    facts: IndexFacts = field(init=False)
 
     def __post_init__(self) -> None:
         self.paths = [c["path"] for c in self.chunks]
         self.kinds = [c["kind"] for c in self.chunks]
-        self.symbols = {}
-        for i, chunk in enumerate(self.chunks):
-            for symbol in chunk.get("symbols", ()):
-                for name in symbol_names(symbol):
-                    self.symbols.setdefault(name, []).append(i)
-
-    def defining(self, query: str, mask: np.ndarray | None) -> list[int]:
-        """Chunks (in scope) that define an identifier named in ``query``, source first, in file order."""
-        found: list[int] = []
-        for name in query_identifiers(query):
-            for i in self.symbols.get(name, ()):
-                if i not in found and (mask is None or mask[i]):
-                    found.append(i)
-        return sorted(found, key=lambda i: self.kinds[i] != "source")
+        self.facts = IndexFacts(self.chunks)
 
     @classmethod
     def from_snapshot(cls, snapshot: IndexSnapshot) -> _LoadedIndex:
         arrays = {name[len(_BM25_PREFIX):]: a for name, a in snapshot.arrays.items() if name.startswith(_BM25_PREFIX)}
-        vectors = snapshot.arrays.get("vectors")
-        if vectors is None or len(vectors) != len(snapshot.chunks):
-            raise IndexCorruptError("the stored vectors do not match the stored chunks; re-run `codesearch index`")
-        return cls(snapshot.manifest, snapshot.chunks, vectors, BM25.from_arrays(arrays))
+        vectors = snapshot.arrays.get(_DENSE)
+        static = snapshot.arrays.get(_STATIC)
+        for name, array in ((_DENSE, vectors), (_STATIC, static)):
+            if array is not None and len(array) != len(snapshot.chunks):
+                raise IndexCorruptError(f"the stored {name} do not match the stored chunks; re-run `codesearch index`")
+        if vectors is not None and vectors.shape[1] == 0:
+            vectors = None  # written by a keyword-only build before tiers existed
+        return cls(snapshot.manifest, snapshot.chunks, vectors, static, BM25.from_arrays(arrays))
 
     def hit(self, i: int, score: float) -> Hit:
         c = self.chunks[i]
-        return Hit(c["path"], c["start_line"], c["end_line"], float(score), c["kind"], c["text"])
+        return Hit(c["path"], c["start_line"], c["end_line"], float(score), c["kind"], c["text"],
+                   tuple(c.get("symbols", ())))
 
 
-__all__ = ["CodeSearch", "Hit", "IndexReport", "MODES", "Mode", "TextEmbedder", "chunk_key", "document_text"]
+__all__ = ["CodeSearch", "Hit", "IndexReport", "MODES", "Mode", "SearchInfo", "TIERS", "TextEmbedder", "Tier",
+           "chunk_key", "document_text"]

@@ -218,6 +218,17 @@ class IndexStore:
         """Whether a generation has been committed here (not verified; ``load`` verifies)."""
         return (self._directory / _CURRENT).is_file()
 
+    def current_token(self) -> bytes | None:
+        """The bytes of ``CURRENT`` (they change with every commit), or ``None`` when nothing is committed.
+
+        A reader keeps the token of what it loaded and compares it with this
+        to learn, with one small read, whether another process committed since.
+        """
+        try:
+            return (self._directory / _CURRENT).read_bytes()
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+
     @contextmanager
     def write_lock(self, timeout: float = 0.0) -> Iterator[None]:
         """Hold the index's write lock for the ``with`` block.
