@@ -8,6 +8,7 @@ from codesearch.exceptions import (
     CodeSearchError,
     EmptyRepositoryError,
     ExportError,
+    IndexCancelledError,
     IndexCorruptError,
     IndexLockedError,
     IndexNotFoundError,
@@ -16,14 +17,17 @@ from codesearch.exceptions import (
     NotFittedError,
     RootNotFoundError,
 )
-from codesearch.search import CodeSearch, Hit, IndexReport
+from codesearch.multi import MultiSearch
+from codesearch.search import CodeSearch, Hit, IndexReport, SearchInfo
 
 __version__ = "0.1.0"
 
 __all__ = [
     "CodeSearch",
+    "MultiSearch",
     "Hit",
     "IndexReport",
+    "SearchInfo",
     "CHUNKER_BACKEND",
     "Chunk",
     "ChunkParams",
@@ -31,6 +35,7 @@ __all__ = [
     "CodeSearchError",
     "EmptyRepositoryError",
     "ExportError",
+    "IndexCancelledError",
     "IndexCorruptError",
     "IndexLockedError",
     "IndexNotFoundError",

@@ -116,5 +116,6 @@ def chunk_text(path: str, text: str, params: ChunkParams = ChunkParams()) -> lis
 
 
 __all__ = [
-    "BACKEND", "DEFINITION_TARGET_TOKENS", "Chunk", "ChunkParams", "chunk_lines", "chunk_text", "document_text", "keyword_text", "split_lines",
+    "BACKEND", "DEFINITION_TARGET_TOKENS", "Chunk", "ChunkParams", "chunk_lines", "chunk_text", "document_text",
+    "keyword_text", "split_lines",
 ]

@@ -229,13 +229,19 @@ class _Segment:
 
 @dataclass(slots=True)
 class _Group:
-    """A chunk being built; ``header`` while it holds only a split class's header; ``window`` for a line window."""
+    """A chunk being built.
+
+    ``header`` while it holds only a split class's header; ``window`` for a line
+    window; ``defines`` when it holds a definition (not only statements, whose
+    symbols are those of the class around them).
+    """
 
     start: int
     end: int
     symbols: list[str] = field(default_factory=list)
     header: bool = False
     window: bool = False
+    defines: bool = False
 
 
 def _end_row(node: Node) -> int:
@@ -378,18 +384,20 @@ class _Cutter:
                 if group is not None and group.header and fits:  # a class header joins its first member
                     group.end = segment.end
                     group.symbols.extend(symbols)
+                    group.defines = True
                     flush()
                 else:
                     flush()
-                    out.append(_Group(segment.start, segment.end, list(symbols)))
+                    out.append(_Group(segment.start, segment.end, list(symbols), defines=True))
                 continue
             if group is not None and fits:
                 group.end = segment.end
                 group.symbols.extend(symbols)
                 group.header = False
+                group.defines = group.defines or segment.is_def
             else:
                 flush()
-                group = _Group(segment.start, segment.end, list(symbols), segment.header)
+                group = _Group(segment.start, segment.end, list(symbols), segment.header, defines=segment.is_def)
         flush()
         return self.absorb_small(out)
 
@@ -407,21 +415,22 @@ class _Cutter:
         """
         out: list[_Group] = []
         carry: _Group | None = None  # a small chunk that found no room before it
-        for g in groups:
+        for group in groups:
+            g = group
             if carry is not None:
                 if not g.window and self.size(carry.start, g.end) <= self.budget:
-                    g = _Group(carry.start, g.end, carry.symbols + g.symbols, g.header)
+                    g = _Group(carry.start, g.end, carry.symbols + g.symbols, g.header, defines=g.defines)
                 else:
                     out.append(carry)
                 carry = None
             size = self.size(g.start, g.end)
-            if g.window or size >= self.tiny or (g.symbols and size >= self.tiny / 2):
+            if g.window or size >= self.tiny or (g.defines and size >= self.tiny / 2):
                 out.append(g)  # big enough, or a definition worth its own vector
                 continue
             last = out[-1] if out else None
             if last is not None and not last.window and not g.header and self.size(last.start, g.end) <= self.budget:
-                out[-1] = _Group(last.start, g.end, last.symbols + g.symbols, last.header)
-            elif g.symbols:
+                out[-1] = _Group(last.start, g.end, last.symbols + g.symbols, last.header, defines=True)
+            elif g.defines:
                 out.append(g)  # a small definition stands alone rather than go in front of the next one
             else:
                 carry = g
@@ -478,7 +487,7 @@ class _Cutter:
         params = self.params
         body = "\n".join(self.lines[start : end + 1])
         return [
-            _Group(start + first - 1, start + last - 1, list(symbols), window=True)
+            _Group(start + first - 1, start + last - 1, list(symbols), window=True, defines=True)
             for first, last, _ in chunk_lines(body, params.target_tokens, params.overlap_tokens, params.chars_per_token)
         ]
 

@@ -50,6 +50,10 @@ class IndexLockedError(CodeSearchError, TimeoutError):
     """Another process holds the index's write lock."""
 
 
+class IndexCancelledError(CodeSearchError):
+    """An index run was asked to stop (:meth:`CodeSearch.cancel_indexing`) and committed nothing."""
+
+
 __all__ = [
     "CodeSearchError",
     "RootNotFoundError",
@@ -61,4 +65,5 @@ __all__ = [
     "IndexNotFoundError",
     "IndexCorruptError",
     "IndexLockedError",
+    "IndexCancelledError",
 ]

@@ -312,7 +312,8 @@ def _c_classify(node: Node, prefix: str, lang: Language) -> Definition | None:
         return Definition((lang.qualified(prefix, name, function=True),))
     if kind == "type_definition":
         names = [_declarator_name(d)[0] for d in node.children_by_field_name("declarator")]
-        inner = name_of(node.child_by_field_name("type")) if node.child_by_field_name("type") else ""
+        type_node = node.child_by_field_name("type")
+        inner = name_of(type_node) if type_node is not None else ""
         symbols = tuple(dict.fromkeys(lang.qualified(prefix, n) for n in [*names, inner] if n))
         return Definition(symbols) if symbols else None
     if kind in ("struct_specifier", "union_specifier", "enum_specifier", "class_specifier"):
@@ -568,11 +569,12 @@ def language_for(path: str, first_line: str | None = None) -> Language | None:
     Args:
         path: the file's path (``/`` or ``\\`` separated).
         first_line: the file's first line, consulted for a ``#!`` interpreter
-            when the name says nothing.
+            when the file has no extension (``notes.txt`` stays text).
     """
     name = path.replace("\\", "/").rsplit("/", 1)[-1]
-    found = _BY_EXTENSION.get(_extension(name)) or _BY_FILENAME.get(name)
-    if found is None and first_line and first_line.startswith("#!"):
+    extension = _extension(name)
+    found = _BY_EXTENSION.get(extension) or _BY_FILENAME.get(name)
+    if found is None and not extension and first_line and first_line.startswith("#!"):
         match = _SHEBANG.match(first_line)
         if match:
             program = match.group(1).rsplit("/", 1)[-1]

@@ -27,7 +27,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from codesearch.exceptions import CodeSearchError
+from codesearch.exceptions import CodeSearchError, IndexCancelledError
 from codesearch.locations import parse_location
 from codesearch.search import MODES, CodeSearch, Hit
 
@@ -81,7 +81,7 @@ class Workspace:
             return found, self._locks[root]
 
     def upgrade_later(self, cs: CodeSearch) -> None:
-        """Start building the transformer tier in the background, once per repository."""
+        """Start building the transformer tier in the background, once per repository at a time."""
         if not self.background or cs.last_search is None or cs.last_search.tier != "static":
             return
         with self._guard:
@@ -96,8 +96,19 @@ class Workspace:
     def _upgrade(self, cs: CodeSearch) -> None:
         try:
             cs.index(tier="full")
+        except IndexCancelledError:
+            pass  # a search needed the lock to refresh; it starts the upgrade again after answering
         except CodeSearchError as exc:  # another writer, a model that cannot load: keep the static tier
             log.warning("codesearch: the transformer tier of %s was not built: %s", cs.root, exc)
+
+    def pause_upgrade_for_changes(self, cs: CodeSearch) -> None:
+        """Before a search: when files changed while the transformer tier is being built here, stop that
+        build at its next checkpoint, so the search can refresh (and see the edit) first."""
+        running = self._upgrades.get(cs.root)
+        if running is None or not running.is_alive() or not cs.refresh or not cs.changes():
+            return
+        cs.cancel_indexing()
+        running.join()
 
     def wait_for_upgrades(self, timeout: float | None = None) -> None:
         for thread in list(self._upgrades.values()):
@@ -142,6 +153,7 @@ def tool_search(ws: Workspace, query: str, repo: str | None = None, k: int = 10,
         raise ToolInputError("the query is empty; give words, a question or an identifier")
     cs, lock = ws.searcher(repo)
     with lock:
+        ws.pause_upgrade_for_changes(cs)
         hits = cs.search(query, k=k, mode=mode, scope=scope, include=_strings(include),  # type: ignore[arg-type]
                          exclude=_strings(exclude), kinds=_strings(kinds) or None)
         info = cs.last_search

@@ -440,8 +440,8 @@ def changed_files(
                 continue
             if entry.is_symlink() and not Path(os.path.realpath(entry.path)).is_relative_to(real_root):
                 continue
-            reason, info = _file_reason(entry, rel, folder_rules, max_file_bytes)
-            if reason is None and info is not None:
+            reason, _ = _file_reason(entry, rel, folder_rules, max_file_bytes)
+            if reason is None:
                 added.append(rel)
     removed = [path for path in known if path not in seen]
     return Changes(tuple(sorted(added)), tuple(sorted(modified)), tuple(sorted(removed)))

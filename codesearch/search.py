@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -37,6 +38,7 @@ import numpy as np
 from codesearch.chunking import Chunk, ChunkParams, chunk_text, document_text, keyword_text
 from codesearch.exceptions import (
     EmptyRepositoryError,
+    IndexCancelledError,
     IndexCorruptError,
     IndexLockedError,
     ModelMismatchError,
@@ -59,8 +61,8 @@ CHUNKINGS: tuple[Chunking, ...] = ("definitions", "lines")
 Tier = Literal["keyword", "static", "full"]
 TIERS: tuple[Tier, ...] = ("keyword", "static", "full")
 DEFAULT_MODEL = "minilm"
-CHECKPOINT_EVERY = 256
-"""Chunks embedded between two checkpoints of an index run."""
+CHECKPOINT_EVERY = 128
+"""Chunks embedded between two checkpoints of an index run (also how soon :meth:`CodeSearch.cancel_indexing` acts)."""
 _BM25_PREFIX = "bm25_"
 _DENSE = "vectors"
 _STATIC = "static_vectors"
@@ -249,6 +251,7 @@ class CodeSearch:
         self._static: TextEmbedder | None = static if hasattr(static, "embed_query") else None  # type: ignore[assignment]
         self._loaded: _LoadedIndex | None = None
         self._loaded_token: bytes | None = None
+        self._cancel = threading.Event()
 
     # -- models ----------------------------------------------------------------
 
@@ -336,8 +339,18 @@ class CodeSearch:
             raise ModelNotAvailableError(_KEYWORD_ONLY)
         if tier == "static" and not self.has_static:
             tier = "full"
+        self._cancel.clear()
         with self.store.write_lock(timeout=self.lock_timeout):
             return self._index_locked(tier, progress)
+
+    def cancel_indexing(self) -> None:
+        """Ask an :meth:`index` running in another thread to stop at its next checkpoint.
+
+        It raises :class:`~codesearch.exceptions.IndexCancelledError` there and
+        commits nothing; the vectors embedded so far stay in the checkpoint,
+        so the next run goes on from them.
+        """
+        self._cancel.set()
 
     def _index_locked(self, tier: Tier, progress: bool) -> IndexReport:
         started = time.perf_counter()
@@ -451,7 +464,7 @@ class CodeSearch:
         self, embedder: TextEmbedder, documents: Sequence[str], keys: Sequence[str], previous: IndexSnapshot | None,
         array: str, tier: str, *, checkpoint: bool, progress: bool,
     ) -> tuple[np.ndarray, int]:
-        """One tier's vectors for every chunk: stored ones reused by key, the rest embedded. Returns them and how many were new."""
+        """One tier's vectors for every chunk: stored ones reused by key, the rest embedded; and how many were new."""
         found: dict[str, np.ndarray] = self.store.load_checkpoint(embedder.fingerprint) if checkpoint else {}
         if previous is not None and array in previous.arrays:
             stored = previous.manifest.get(tier) or {}
@@ -479,6 +492,8 @@ class CodeSearch:
             return rows
         with tqdm(total=len(missing), desc="embedding", unit="chunk", disable=not progress or not missing) as bar:
             for start in range(0, len(missing), CHECKPOINT_EVERY):
+                if self._cancel.is_set():
+                    raise IndexCancelledError(f"indexing {self.root} was cancelled; {start} chunks kept for next time")
                 part = missing[start:start + CHECKPOINT_EVERY]
                 vectors = embedder.embed_documents([documents[i] for i in part])
                 self.store.save_checkpoint(embedder.fingerprint, [keys[i] for i in part], vectors)

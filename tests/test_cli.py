@@ -103,9 +103,12 @@ def keyword_index(repo: Path, tmp_path: Path) -> Path:
 def test_search_bm25_json_on_keyword_index(repo: Path, keyword_index: Path) -> None:
     proc = _run("search", "main", str(repo), "--mode", "bm25", "--index-dir", str(keyword_index), "--json")
     assert proc.returncode == 0, proc.stderr
-    hits = json.loads(proc.stdout)
+    answer = json.loads(proc.stdout)
+    assert (answer["query"], answer["tier"], answer["refreshed"]) == ("main", "keyword", 0)
+    hits = answer["hits"]
     assert hits[0]["path"] == "src/app.py" and hits[0]["kind"] == "source"
-    assert set(hits[0]) == {"path", "start_line", "end_line", "score", "kind", "text"}
+    assert set(hits[0]) == {"path", "start_line", "end_line", "score", "kind", "text", "symbols", "location"}
+    assert hits[0]["symbols"] == ["main"] and hits[0]["location"] == "src/app.py:1-2"
     human = _run("search", "main", str(repo), "--mode", "bm25", "--index-dir", str(keyword_index))
     assert "src/app.py:1-2" in human.stdout and "def main():" in human.stdout
 
@@ -180,10 +183,11 @@ def test_model_mismatch_and_info_model_with_the_real_model(
     proc = _run("index", str(repo), "--index-dir", str(fresh), "--json")
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
-    assert set(report) == {"files", "chunks", "embedded", "reused", "removed", "seconds"}
-    assert report["embedded"] == report["chunks"] == 1
-    hits = json.loads(_run("search", "main function", str(repo), "--index-dir", str(fresh), "--json",
-                           "--no-source-first").stdout)
-    assert hits[0]["path"] == "src/app.py"
+    assert set(report) == {"files", "chunks", "embedded", "reused", "removed", "seconds", "tier", "static_embedded",
+                           "changed_files"}
+    assert report["embedded"] == report["chunks"] == report["static_embedded"] == 1 and report["tier"] == "full"
+    answer = json.loads(_run("search", "main function", str(repo), "--index-dir", str(fresh), "--json",
+                             "--no-source-first").stdout)
+    assert answer["tier"] == "full" and answer["hits"][0]["path"] == "src/app.py"
     facts = json.loads(_run("info", str(repo), "--index-dir", str(fresh), "--model", "minilm", "--json").stdout)
     assert facts["model"] == "minilm" and facts["model_matches"] is True

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
+from typing import Any
 
 from codesearch.ranking.facts import COMPAT, EXAMPLE, PATH_CLASSES, REEXPORT, STUB
 from codesearch.scope import CONFIG, DOC, TEST
@@ -112,7 +113,8 @@ class Ranking:
         unknown = [s for s in stages if s not in STAGES]
         if unknown:
             raise ValueError(f"unknown stage {unknown[0]!r}; stages are {', '.join(STAGES)}")
-        return replace(self, **dict.fromkeys(stages, False))
+        switches: dict[str, Any] = dict.fromkeys(stages, False)
+        return replace(self, **switches)
 
     @property
     def stages(self) -> tuple[str, ...]:

@@ -36,10 +36,11 @@ _TOKEN = re.compile(r"[A-Za-z_$][\w$.:\\#>-]*")
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9]*")
 _QUALIFIER = re.compile(r"::|\\|->|\.|#")
 
-STOPWORDS = frozenset(
-    "a an and are as at be by can do does for from get gets has have how i if in into is it its not of on or "
-    "that the their then this to was what when where which who why will with".split()
-)
+STOPWORDS = frozenset({
+    "a", "an", "and", "are", "as", "at", "be", "by", "can", "do", "does", "for", "from", "get", "gets", "has",
+    "have", "how", "i", "if", "in", "into", "is", "it", "its", "not", "of", "on", "or", "that", "the", "their",
+    "then", "this", "to", "was", "what", "when", "where", "which", "who", "why", "will", "with",
+})  # fmt: skip
 """Words that say nothing about which file holds the answer."""
 
 

@@ -207,9 +207,8 @@ def diversify(scores: Scores, facts: IndexFacts, ranking: Ranking, evidence: Sco
         n = seen.get(number, 0)
         seen[number] = n + 1
         strong = evidence is not None and top > 0 and evidence.get(chunk, 0.0) >= ranking.diversity_hold * top
-        if n >= ranking.diversity_free and not strong:
-            score *= ranking.diversity_decay ** (n - ranking.diversity_free + 1)
-        out.append((chunk, score))
+        decay = ranking.diversity_decay ** (n - ranking.diversity_free + 1) if n >= ranking.diversity_free else 1.0
+        out.append((chunk, score if strong else score * decay))
     out.sort(key=lambda item: (-item[1], item[0]))
     return out
 

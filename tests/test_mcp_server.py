@@ -1,0 +1,127 @@
+"""A real MCP session: `codesearch mcp` in a subprocess, driven by the SDK's stdio client."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("mcp")
+import anyio  # noqa: E402
+from mcp.client.session import ClientSession  # noqa: E402
+from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
+
+SESSIONS = '''\
+class Session:
+    def rebuild_method(self, prepared_request, response):
+        """When being redirected we may want to change the method of the request."""
+        method = prepared_request.method
+        if response.status_code == 303 and method != "HEAD":
+            method = "GET"
+        prepared_request.method = method
+
+    def should_strip_auth(self, old_url, new_url):
+        """Decide whether the Authorization header should be removed when redirecting."""
+        return old_url != new_url
+'''
+UTILS = '''\
+def super_len(o):
+    """Return the length of a body we are about to send."""
+    total_length = None
+    return total_length
+
+
+def get_netrc_auth(url):
+    """Returns the Requests tuple auth for a given url from netrc."""
+    return None
+'''
+
+
+def _result(call: Any) -> dict[str, Any]:
+    assert not call.is_error, call.content[0].text
+    data: dict[str, Any] = json.loads(call.content[0].text)
+    return data
+
+
+def _error(call: Any) -> str:
+    assert call.is_error
+    text: str = call.content[0].text
+    assert "\n" not in text.strip() and "Traceback" not in text
+    return text
+
+
+@pytest.mark.slow
+def test_mcp_session_search_related_freshness_status_and_errors(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    (repo / "pkg").mkdir(parents=True)
+    (repo / "pkg" / "sessions.py").write_text(SESSIONS)
+    (repo / "pkg" / "utils.py").write_text(UTILS)
+    other = tmp_path / "other"
+    (other / "lib").mkdir(parents=True)
+    (other / "lib" / "netrc.py").write_text("def read_netrc(path):\n    \"\"\"Parse a .netrc file.\"\"\"\n    return {}\n")
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "codesearch.cli", "mcp", str(repo)],
+        env={**os.environ, "CODESEARCH_CACHE_DIR": os.environ["CODESEARCH_CACHE_DIR"], "HF_HUB_OFFLINE": "1"},
+        cwd=str(tmp_path),
+    )
+
+    async def session() -> None:
+        with open(tmp_path / "server.log", "w") as errlog:
+            async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as client:
+                await client.initialize()
+                tools = {t.name for t in (await client.list_tools()).tools}
+                assert tools == {"search", "find_related", "index_status", "reindex"}
+
+                status = _result(await client.call_tool("index_status", {}))
+                assert status["indexed"] is False
+
+                found = _result(await client.call_tool("search", {"query": "super_len", "k": 3, "max_lines": 2}))
+                top = found["hits"][0]
+                assert top["path"] == "pkg/utils.py" and "super_len" in top["symbols"]
+                assert top["location"] == f"pkg/utils.py:{top['start_line']}-{top['end_line']}"
+                assert top["text"].count("\n") <= 1 and found["tier"] in ("static", "full")
+                assert set(top) >= {"path", "start_line", "end_line", "location", "kind", "score", "symbols", "text"}
+
+                related = _result(await client.call_tool("find_related", {"location": "pkg/sessions.py:3", "k": 5}))
+                assert related["hits"] and all(not (h["path"] == "pkg/sessions.py" and h["start_line"] <= 3 <= h["end_line"])
+                                               for h in related["hits"])
+
+                # An edit is seen by index_status, then by the next search without any reindex.
+                time.sleep(0.05)
+                (repo / "pkg" / "zoo.py").write_text("def zebra_crossing():\n    return 'stripes'\n")
+                status = _result(await client.call_tool("index_status", {}))
+                assert status["changed_files"] == 1 and status["changes"]["added"] == ["pkg/zoo.py"]
+                found = _result(await client.call_tool("search", {"query": "zebra_crossing", "k": 1}))
+                assert found["hits"][0]["path"] == "pkg/zoo.py" and found["refreshed"] == 1, found
+
+                # Another folder is indexed on first use.
+                found = _result(await client.call_tool("search", {"query": "read_netrc", "repo": str(other), "k": 1}))
+                assert found["repo"] == str(other.resolve()) and found["hits"][0]["path"] == "lib/netrc.py"
+
+                # Bad arguments: a one-line tool error each, and the server goes on serving.
+                for tool, arguments, needle in [
+                    ("search", {"query": "x", "mode": "fuzzy"}, "unknown mode"),
+                    ("search", {"query": "x", "k": 0}, "at least 1"),
+                    ("search", {"query": "   "}, "empty"),
+                    ("search", {"query": "x", "repo": str(tmp_path / "missing")}, "does not exist"),
+                    ("find_related", {"location": "pkg/missing.py:1"}, "not indexed"),
+                    ("find_related", {"location": "pkg/utils.py:999"}, "covers line 999"),
+                    ("find_related", {"location": str(tmp_path / "outside.py") + ":1"}, "outside"),
+                    ("find_related", {"location": "no-line-here"}, "PATH:LINE"),
+                ]:
+                    assert needle in _error(await client.call_tool(tool, arguments)), (tool, arguments)
+                    assert _result(await client.call_tool("index_status", {}))["indexed"] is True
+
+                report = _result(await client.call_tool("reindex", {}))
+                assert report["tier"] == "full" and report["files"] == 3
+                status = _result(await client.call_tool("index_status", {}))
+                assert status["tier"] == "full" and status["model"] == "minilm" and status["changed_files"] == 0
+                found = _result(await client.call_tool("search", {"query": "strip the auth header on redirect"}))
+                assert found["tier"] == "full" and "Session.should_strip_auth" in found["hits"][0]["symbols"]
+
+    anyio.run(session)
