@@ -111,3 +111,63 @@ def test_quality_runs_both_configs_side_by_side(tiny_requests: Path, tmp_path: P
         assert config["requests"]["hybrid"]["questions"] == 10
     assert data["configs"]["default"]["heldout"]["bm25"]["hit@1"] >= 0.5  # parse_config: its definition first
     assert "ndcg10_gain_hybrid" in data
+
+
+# --- the peer benchmark's data and metric -------------------------------------------------
+
+import peer_data  # noqa: E402
+
+
+def test_ndcg_matches_semble_definition_by_hand() -> None:
+    t = peer_data.Target
+    indexed = [("src/a.py", 1, 10), ("src/b.py", 1, 10), ("src/c.py", 1, 10), ("src/a.py", 11, 20)]
+    # One target found at rank 2: 1/log2(3) over the ideal 1.
+    assert peer_data.ndcg_at_10([("src/b.py", 1, 10), ("src/a.py", 1, 10)], [t("a.py")], indexed) == pytest.approx(
+        1 / 1.5849625007211563)
+    # Two targets, one chunk matching both counts once; the ideal is over the two findable targets.
+    both = [t("src/a.py"), t("a.py", 5, 6)]
+    score = peer_data.ndcg_at_10([("src/a.py", 1, 10)], both, indexed)
+    assert score == pytest.approx(1 / (1 + 1 / 1.5849625007211563))
+    # A target with lines matches only overlapping chunks; one no chunk can match leaves the ideal.
+    assert peer_data.ndcg_at_10([("src/a.py", 1, 10)], [t("a.py", 12, 14)], indexed) == 0.0
+    assert peer_data.ndcg_at_10([("src/a.py", 1, 10)], [t("src/a.py"), t("gone.py")], indexed) == 1.0
+    assert peer_data.ndcg_at_10([], [t("gone.py")], indexed) == 0.0
+    assert peer_data.path_matches("/abs/root/src/a.py", "src/a.py") and not peer_data.path_matches("xa.py", "a.py")
+
+
+def test_load_repos_refuses_the_held_out_repositories(tmp_path: Path) -> None:
+    (tmp_path / "annotations").mkdir()
+    (tmp_path / "repos.json").write_text(json.dumps([
+        {"name": "chi", "language": "go", "url": "https://github.com/go-chi/chi.git", "revision": "abc"},
+        {"name": "flask", "language": "python", "url": "https://github.com/pallets/flask.git", "revision": "def"}]))
+    (tmp_path / "annotations" / "chi.json").write_text(json.dumps([
+        {"query": "Mux", "relevant": ["mux.go"], "secondary": [{"path": "tree.go", "start_line": 1, "end_line": 9}]},
+        {"query": "how routes match", "relevant": ["tree.go"]}]))
+    (repo,) = peer_data.load_repos(tmp_path, ["chi"])
+    assert [t.category for t in repo.tasks] == ["symbol", "architecture"]
+    assert repo.tasks[0].targets == (peer_data.Target("mux.go"), peer_data.Target("tree.go", 1, 9))
+    with pytest.raises(SystemExit, match="independent check"):
+        peer_data.load_repos(tmp_path, ["flask"])
+
+
+def test_export_trees_takes_the_pin_or_records_the_newest_commit(tmp_path: Path) -> None:
+    import subprocess
+
+    work = tmp_path / "work"
+    (work / "sub").mkdir(parents=True)
+    (work / "sub" / "a.go").write_text("package a\n")
+    (work / "top.go").write_text("package top\n")
+    git = ["git", "-C", str(work), "-c", "user.email=t@t", "-c", "user.name=t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "one"], check=True)
+    head = subprocess.check_output([*git, "rev-parse", "HEAD"], text=True).strip()
+    mirrors = tmp_path / "mirrors" / "acme+lib"
+    mirrors.mkdir(parents=True)
+    subprocess.run(["git", "clone", "-q", "--bare", str(work), str(mirrors / "repo")], check=True)
+    pinned = peer_data.Repo("lib", "go", "https://github.com/acme/lib.git", head, "sub")
+    missing = peer_data.Repo("lib2", "go", "https://github.com/acme/lib.git", "0" * 40, None)
+    peer_data.export_trees([pinned, missing], tmp_path / "mirrors", tmp_path / "trees")
+    assert pinned.pinned and pinned.root == tmp_path / "trees" / "lib" / "sub"
+    assert (pinned.root / "a.go").read_text() == "package a\n"
+    assert not missing.pinned and missing.exported_revision == head and (missing.root / "top.go").is_file()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -191,3 +192,55 @@ def test_model_mismatch_and_info_model_with_the_real_model(
     assert answer["tier"] == "full" and answer["hits"][0]["path"] == "src/app.py"
     facts = json.loads(_run("info", str(repo), "--index-dir", str(fresh), "--model", "minilm", "--json").stdout)
     assert facts["model"] == "minilm" and facts["model_matches"] is True
+
+
+def test_search_several_paths_labels_each_hit(repo: Path, tmp_path: Path) -> None:
+    other = tmp_path / "other"
+    (other / "lib").mkdir(parents=True)
+    (other / "lib" / "main_loop.py").write_text("def main_loop():\n    return 2\n")
+    for i in range(3):
+        (other / "lib" / f"filler{i}.py").write_text(f"VALUE_{i} = {i}\n")
+        (repo / "src" / f"filler{i}.py").write_text(f"VALUE_{i} = {i}\n")
+    env_cache = tmp_path / "cache"
+    proc = subprocess.run(
+        [sys.executable, "-m", "codesearch.cli", "search", "main", str(repo), str(other), "--model", "none",
+         "--mode", "bm25", "--json"],
+        capture_output=True, text=True, timeout=300, env={**os.environ, "CODESEARCH_CACHE_DIR": str(env_cache)},
+    )
+    assert proc.returncode == 0, proc.stderr
+    answer = json.loads(proc.stdout)
+    roots = {hit["root"] for hit in answer["hits"]}
+    assert roots == {str(repo.absolute()), str(other.absolute())}
+    assert set(answer["tier"].values()) == {"keyword"}
+    _one_line_error(_run("search", "main", str(repo), str(other), "--index-dir", str(tmp_path / "x")), "--index-dir")
+
+
+def test_status_reports_changed_files_and_no_refresh_skips_them(repo: Path, keyword_index: Path) -> None:
+    (repo / "src" / "added.py").write_text("def added_helper():\n    return 3\n")
+    status = json.loads(_run("status", str(repo), "--model", "none", "--index-dir", str(keyword_index), "--json").stdout)
+    assert status["changed_files"] == 1 and status["changes"]["added"] == ["src/added.py"]
+    stale = json.loads(_run("search", "added_helper", str(repo), "--model", "none", "--mode", "bm25",
+                            "--index-dir", str(keyword_index), "--no-refresh", "--json").stdout)
+    assert stale["refreshed"] == 0 and all(h["path"] != "src/added.py" for h in stale["hits"])
+    fresh = json.loads(_run("search", "added_helper", str(repo), "--model", "none", "--mode", "bm25",
+                            "--index-dir", str(keyword_index), "--json").stdout)
+    assert fresh["refreshed"] == 1 and fresh["hits"][0]["path"] == "src/added.py"
+
+
+def test_related_errors_are_one_line(repo: Path, keyword_index: Path) -> None:
+    base = ["--model", "none", "--index-dir", str(keyword_index)]
+    _one_line_error(_run("related", "src/app.py", str(repo), *base), "PATH:LINE")
+    _one_line_error(_run("related", "src/nope.py:1", str(repo), *base), "not indexed")
+    _one_line_error(_run("related", "src/app.py:1", str(repo), *base), "keyword-only")
+
+
+@pytest.mark.slow
+def test_related_and_a_first_answer_from_the_static_tier(repo: Path, tmp_path: Path) -> None:
+    (repo / "src" / "more.py").write_text("def helper():\n    return main() + 1\n")
+    index_dir = tmp_path / "static-index"
+    answer = json.loads(_run("search", "main function", str(repo), "--index-dir", str(index_dir), "--json").stdout)
+    assert answer["tier"] == "static" and answer["hits"]
+    related = json.loads(_run("related", "src/app.py:1", str(repo), "--index-dir", str(index_dir), "--json").stdout)
+    assert [h["path"] for h in related["hits"]] == ["src/more.py"]
+    human = _run("search", "main function", str(repo), "--index-dir", str(index_dir))
+    assert "static tier" in human.stderr and "codesearch index" in human.stderr

@@ -1,0 +1,101 @@
+"""Full index time against an earlier codesearch, side by side on the DEV repositories.
+
+Usage:
+    python benchmarks/index_speed.py --semble-benchmarks SEMBLE/benchmarks --mirrors MIRRORS
+        --baseline-src OLD_CHECKOUT [--trees DIR] [--repos chi,gson] [--rounds 1] [--json OUT]
+
+``--baseline-src`` is a checkout of an earlier codesearch (for the ranking
+issue: commit 26486c0, the session-2 default) with its Cython chunker built in
+place (``python setup.py build_ext --inplace``); it runs with this
+environment's packages and its own code first on ``PYTHONPATH``. Each
+repository is indexed from an empty index folder by the baseline (int8) and by
+this checkout (its default: static tier plus int8 transformer tier), in
+separate processes, alternating, with both models exported beforehand; the
+wall time of ``index()`` counts. JSON keys: ``baseline_s``, ``current_s``
+(totals), ``ratio``, ``repos``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+BENCHMARKS = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCHMARKS))
+
+from peer_benchmark import table  # noqa: E402
+from peer_data import DEV_REPOSITORIES, export_trees, load_repos  # noqa: E402
+
+_TIMER = """
+import json, sys, time
+from codesearch import CodeSearch
+cs = CodeSearch(sys.argv[1], index_dir=sys.argv[2], int8=True)
+cs.embedder
+getattr(cs, "static_embedder", None)
+started = time.perf_counter()
+report = cs.index()
+print(json.dumps({"seconds": time.perf_counter() - started, "chunks": report.chunks}))
+"""
+
+
+def timed_index(root: Path, src: Path | None) -> dict[str, float]:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    if src is not None:
+        env["PYTHONPATH"] = os.pathsep.join([str(src), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    with tempfile.TemporaryDirectory(prefix="cs-index-speed-") as scratch:
+        proc = subprocess.run([sys.executable, "-c", _TIMER, str(root), str(Path(scratch) / "index")],
+                              capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        raise SystemExit(f"error: indexing {root} failed:\n{proc.stderr[-1500:]}")
+    result: dict[str, float] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--semble-benchmarks", type=Path, required=True)
+    parser.add_argument("--mirrors", type=Path, required=True)
+    parser.add_argument("--baseline-src", type=Path, required=True)
+    parser.add_argument("--trees", type=Path, default=Path(tempfile.gettempdir()) / "codesearch-peer-trees")
+    parser.add_argument("--repos", default=",".join(DEV_REPOSITORIES))
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--json", dest="json_out", type=Path)
+    args = parser.parse_args(argv)
+
+    repos = load_repos(args.semble_benchmarks, [n.strip() for n in args.repos.split(",") if n.strip()])
+    export_trees(repos, args.mirrors, args.trees)
+    timed_index(repos[0].root, args.baseline_src)  # both sides' exports exist before anything is timed
+    timed_index(repos[0].root, None)
+    per_repo = {}
+    for repo in repos:
+        base, cur = [], []
+        for _ in range(args.rounds):
+            base.append(timed_index(repo.root, args.baseline_src))
+            cur.append(timed_index(repo.root, None))
+        per_repo[repo.name] = {
+            "baseline_s": min(b["seconds"] for b in base), "current_s": min(c["seconds"] for c in cur),
+            "baseline_chunks": base[0]["chunks"], "current_chunks": cur[0]["chunks"],
+        }
+        print(f"{repo.name}: {per_repo[repo.name]}", file=sys.stderr)
+    baseline = sum(v["baseline_s"] for v in per_repo.values())
+    current = sum(v["current_s"] for v in per_repo.values())
+    rows = [[n, f"{v['baseline_s']:.1f}", f"{v['current_s']:.1f}", f"{v['current_s'] / v['baseline_s']:.2f}",
+             v["baseline_chunks"], v["current_chunks"]] for n, v in per_repo.items()]
+    rows.append(["total", f"{baseline:.1f}", f"{current:.1f}", f"{current / baseline:.2f}",
+                 sum(v["baseline_chunks"] for v in per_repo.values()),
+                 sum(v["current_chunks"] for v in per_repo.values())])
+    print(table(["repo", "baseline s", "current s", "ratio", "baseline chunks", "current chunks"], rows))
+    if args.json_out:
+        args.json_out.write_text(json.dumps({"baseline_s": baseline, "current_s": current, "ratio": current / baseline,
+                                             "repos": per_repo}, indent=2), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
