@@ -52,7 +52,6 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -156,6 +155,7 @@ def run_questions(corpora: Path, requests: Path | None, index_root: Path) -> dic
     results = []
     for corpus, folder in folders.items():
         cs = CodeSearch(corpora / folder, index_dir=index_root / f"q-{corpus}", int8=True)
+        cs.index()  # the full tier: a first search alone would answer from the static tier
         for question in (x for x in heldout if x.corpus == corpus):
             results.append((q.answer_ranks(cs.search(question.query, k=q.DEPTH), question.answers),
                             len(question.answers)))
@@ -163,6 +163,7 @@ def run_questions(corpora: Path, requests: Path | None, index_root: Path) -> dic
     if requests is not None:
         seeds = q.seed_questions(requests)
         cs = CodeSearch(requests, index_dir=index_root / "q-requests", int8=True)
+        cs.index()
         per_mode = q.evaluate(cs, seeds, ["hybrid"])
         out["requests"] = q.seed_summary(per_mode, seeds)["hybrid"]
     return out

@@ -402,18 +402,21 @@ def changed_files(
     seen: set[str] = set()
     stack: list[tuple[str, str, _IgnoreRules]] = [(str(real_root), "", rules)]
     active = {real_root}
+    get = known.get
     while stack:
         folder, rel_folder, folder_rules = stack.pop()
+        prefix = f"{rel_folder}/" if rel_folder else ""
         try:
             entries = list(os.scandir(folder))
         except OSError:
             continue
         for entry in entries:
-            rel = f"{rel_folder}/{entry.name}" if rel_folder else entry.name
+            rel = prefix + entry.name
             try:
-                if entry.is_symlink() and not follow_symlinks:
+                link = entry.is_symlink()
+                if link and not follow_symlinks:
                     continue
-                is_dir = entry.is_dir(follow_symlinks=True)
+                is_dir = entry.is_dir()
             except OSError:
                 continue
             if is_dir:
@@ -421,29 +424,29 @@ def changed_files(
                     continue
                 if folder_rules.ignored(rel, is_dir=True):
                     continue
-                real = Path(entry.path).resolve() if entry.is_symlink() else Path(entry.path)
-                if entry.is_symlink() and (real in active or not real.is_relative_to(real_root)):
+                real = Path(entry.path).resolve() if link else Path(entry.path)
+                if link and (real in active or not real.is_relative_to(real_root)):
                     continue
                 active.add(real)
                 sub_rules = folder_rules.descend(Path(entry.path), rel) if use_ignore_files else folder_rules
                 stack.append((entry.path, rel, sub_rules))
                 continue
-            recorded = known.get(rel)
+            recorded = get(rel)
             if recorded is not None:
                 try:
-                    info = entry.stat(follow_symlinks=True)
+                    info = entry.stat()
                 except OSError:
                     continue
                 seen.add(rel)
-                if (info.st_size, info.st_mtime_ns) != tuple(recorded):
+                if info.st_mtime_ns != recorded[1] or info.st_size != recorded[0]:
                     modified.append(rel)
                 continue
-            if entry.is_symlink() and not Path(os.path.realpath(entry.path)).is_relative_to(real_root):
+            if link and not Path(os.path.realpath(entry.path)).is_relative_to(real_root):
                 continue
             reason, _ = _file_reason(entry, rel, folder_rules, max_file_bytes)
             if reason is None:
                 added.append(rel)
-    removed = [path for path in known if path not in seen]
+    removed = [path for path in known if path not in seen] if len(seen) != len(known) else []
     return Changes(tuple(sorted(added)), tuple(sorted(modified)), tuple(sorted(removed)))
 
 

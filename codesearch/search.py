@@ -287,7 +287,7 @@ class CodeSearch:
         """Whether this searcher has a static tier (it needs a model given by name, folder or spec)."""
         if self._static is not None:
             return True
-        return self._static_choice is None and self._model is not None and self._embedder is None
+        return self._static_choice is None and self._model is not None and not hasattr(self._model, "embed_query")
 
     @property
     def static_embedder(self) -> TextEmbedder:

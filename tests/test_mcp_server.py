@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 pytest.importorskip("mcp")
-import anyio  # noqa: E402
-from mcp.client.session import ClientSession  # noqa: E402
-from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
+import anyio
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
 
 SESSIONS = '''\
 class Session:

@@ -118,7 +118,12 @@ def boost_definitions(scores: Scores, profile: QueryProfile, facts: IndexFacts, 
             chosen = exact or (list(found) if profile.is_symbol else [])
             if not chosen:
                 continue
-            for chunk in chosen:
+            # Where one file has several chunks naming it (a split class's header and its members),
+            # the first is where the definition starts.
+            first: dict[int, int] = {}
+            for chunk in sorted(chosen):
+                first.setdefault(int(facts.file_of[chunk]), chunk)
+            for chunk in first.values():
                 stem = facts.stems[facts.file_of[chunk]]
                 gain = unit * (ranking.definition_stem_bonus if _stem_matches(stem, name) else 1.0)
                 boosted[chunk] = max(boosted.get(chunk, 0.0), gain)

@@ -1,0 +1,110 @@
+"""How fresh a search is: the stat pass before each search, and the time from an edit to a search that sees it.
+
+Usage:
+    python benchmarks/freshness.py [--files 10000] [--repo DIR] [--rounds 5] [--json OUT]
+
+1. A generated tree of ``--files`` Python files (100 per folder): the stat pass
+   (:func:`codesearch.scan.changed_files` against the recorded stats) with
+   nothing changed, median of ``--rounds``; goal <= 100 ms at 10,000 files.
+2. ``--repo`` (default: the generated tree) indexed in full (int8): one function
+   is edited, then ``search`` runs with its refresh; wall seconds from the
+   write to the answer that holds the edit, median of ``--rounds`` edits;
+   goal < 1 s.
+
+JSON keys: ``stat_pass_ms``, ``files``, ``edit_to_search_s``, ``refreshed``, ``repo``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from codesearch import CodeSearch
+from codesearch.scan import changed_files, scan
+from codesearch.scope import kind_of
+
+
+def make_tree(root: Path, files: int) -> Path:
+    for n in range(files):
+        folder = root / f"pkg{n // 100:03d}"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"module_{n % 100:02d}.py").write_text(
+            f"def handler_{n}(request):\n    \"\"\"Handle request number {n}.\"\"\"\n    return request.value + {n}\n")
+    return root
+
+
+def stat_pass_ms(root: Path, rounds: int) -> tuple[float, int]:
+    known = scan(root).stats
+    timings = []
+    for _ in range(rounds):
+        started = time.perf_counter()
+        found = changed_files(root, known)
+        timings.append((time.perf_counter() - started) * 1000)
+        assert not found
+    return statistics.median(timings), len(known)
+
+
+def _edit(text: str, suffix: str, marker: str) -> str:
+    """``text`` with a comment line naming ``marker`` put inside its first function (after its opening line)."""
+    comment = "#" if suffix in (".py", ".rb", ".sh") else "//"
+    lines = text.split("\n")
+    for i, line in enumerate(lines):
+        stripped = line.rstrip()
+        if stripped.endswith("{") or (comment == "#" and stripped.startswith(("def ", "    def ")) and stripped.endswith(":")):
+            indent = " " * (len(line) - len(line.lstrip()) + 4)
+            return "\n".join([*lines[: i + 1], f"{indent}{comment} {marker} keeps the cache warm", *lines[i + 1:]])
+    raise SystemExit("no function to edit in the chosen file")
+
+
+def edit_to_search(repo: Path, index_dir: Path, rounds: int) -> tuple[float, list[int]]:
+    cs = CodeSearch(repo, index_dir=index_dir)
+    cs.index()
+    sources = [p for p in sorted(repo.rglob("*")) if p.suffix in (".py", ".java", ".go", ".rs", ".ts", ".js", ".c")
+               and kind_of(p.relative_to(repo).as_posix()) == "source"]
+    target = max(sources, key=lambda p: p.stat().st_size)
+    original = target.read_text()
+    timings, refreshed = [], []
+    try:
+        for n in range(rounds):
+            marker = f"freshmarker{n}x{os.getpid()}"
+            started = time.perf_counter()
+            target.write_text(_edit(original, target.suffix, marker))
+            hits = cs.search(marker, k=1)
+            timings.append(time.perf_counter() - started)
+            assert hits and marker in hits[0].text, (marker, hits[:1])
+            assert cs.last_search is not None
+            refreshed.append(cs.last_search.refreshed)
+    finally:
+        target.write_text(original)
+    return statistics.median(timings), refreshed
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--files", type=int, default=10_000)
+    parser.add_argument("--repo", type=Path, help="a repository to edit (default: the generated tree)")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--json", dest="json_out", type=Path)
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="cs-freshness-") as scratch:
+        tree = make_tree(Path(scratch) / "tree", args.files)
+        ms, files = stat_pass_ms(tree, args.rounds)
+        print(f"stat pass, nothing changed: {ms:.1f} ms over {files:,} files (median of {args.rounds})")
+        repo = args.repo or tree
+        seconds, refreshed = edit_to_search(repo, Path(scratch) / "index", args.rounds)
+        print(f"edit one function -> a search that sees it: {seconds:.3f} s (median of {args.rounds}; {repo})")
+    if args.json_out:
+        args.json_out.write_text(json.dumps({"stat_pass_ms": ms, "files": files, "edit_to_search_s": seconds,
+                                             "refreshed": refreshed, "repo": str(repo)}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
