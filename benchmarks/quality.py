@@ -13,9 +13,10 @@ Two question sets:
   (``--requests PATH``, a checkout at v2.32.3).
 
 Configurations: ``article`` (line chunks, plain RRF k=60 over the top 30 of
-each list -- the published pipeline) and ``default`` (definition-aware chunks,
-symbol matches, source-first). Each is run in the three modes (bm25, dense,
-hybrid) for every model that loads here.
+each list -- the published pipeline) and ``default`` (the library default:
+definition-aware chunks and the staged ranking of ``codesearch.ranking``),
+both on the transformer tier (int8 unless ``--fp32``). Each is run in the three
+modes (bm25, dense, hybrid) for every model that loads here.
 
 Reported per configuration and mode: Hit@1, Hit@5, Hit@10, MRR (first relevant
 hit within the top 100) and NDCG@10 (binary relevance, each answer counted once)
@@ -187,6 +188,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--requests", type=Path, help="checkout of psf/requests at v2.32.3")
     parser.add_argument("--models", default="minilm", help="comma-separated models")
     parser.add_argument("--configs", default=",".join(CONFIGS), help="comma-separated: article,default")
+    parser.add_argument("--fp32", action="store_true", help="embed with the fp32 export (the library default is int8)")
     parser.add_argument("--json", dest="json_out", type=Path)
     parser.add_argument("--index-dir", type=Path,
                         help="keep indexes here between runs (unchanged chunks are not embedded again)")
@@ -211,7 +213,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         tmp = args.index_dir or Path(scratch)
         for model in [m.strip() for m in args.models.split(",") if m.strip()]:
             try:
-                embedder = Embedder(model)
+                embedder = Embedder(model, int8=not args.fp32)
             except CodeSearchError as exc:
                 result["models"][model] = {"available": False, "reason": str(exc)}
                 print(f"{model}: not available here: {exc}")

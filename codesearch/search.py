@@ -27,6 +27,7 @@ import hashlib
 import os
 import threading
 import time
+import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
@@ -38,6 +39,7 @@ import numpy as np
 from codesearch.chunking import Chunk, ChunkParams, chunk_text, document_text, keyword_text
 from codesearch.exceptions import (
     EmptyRepositoryError,
+    ExportError,
     IndexCancelledError,
     IndexCorruptError,
     IndexLockedError,
@@ -337,11 +339,25 @@ class CodeSearch:
             raise ValueError(f"unknown tier {tier!r}; use one of {', '.join(TIERS)}")
         if tier != "keyword" and self._model is None:
             raise ModelNotAvailableError(_KEYWORD_ONLY)
+        if tier != "keyword" and self.has_static and not self._static_loads():
+            tier = "full" if tier == "static" else tier
         if tier == "static" and not self.has_static:
             tier = "full"
         self._cancel.clear()
         with self.store.write_lock(timeout=self.lock_timeout):
             return self._index_locked(tier, progress)
+
+    def _static_loads(self) -> bool:
+        """Load the static model; where it cannot be had (no cached distillation and no export extra),
+        warn once and go on without the static tier rather than fail the index."""
+        try:
+            self.static_embedder  # noqa: B018
+        except (ExportError, ModelNotAvailableError) as exc:
+            warnings.warn(f"codesearch: no static tier for {self.root} ({exc}); indexing with the transformer only",
+                          RuntimeWarning, stacklevel=3)
+            self._static_choice = False
+            return False
+        return True
 
     def cancel_indexing(self) -> None:
         """Ask an :meth:`index` running in another thread to stop at its next checkpoint.

@@ -9,6 +9,35 @@ import pytest
 
 REQUESTS_CORPUS_ENV = "CODESEARCH_REQUESTS_CORPUS"
 
+# Two small source files in the manner of psf/requests, shared by the tests of the facade, tiers and MCP server.
+SESSIONS = '''\
+class Session:
+    """A requests session."""
+
+    def rebuild_method(self, prepared_request, response):
+        """When being redirected we may want to change the method of the request."""
+        method = prepared_request.method
+        if response.status_code == 303 and method != "HEAD":
+            method = "GET"
+        prepared_request.method = method
+
+    def should_strip_auth(self, old_url, new_url):
+        """Decide whether Authorization header should be removed when redirecting."""
+        return old_url != new_url
+'''
+
+UTILS = '''\
+def super_len(o):
+    """Return the length of a body we are about to send."""
+    total_length = None
+    return total_length
+
+
+def get_netrc_auth(url):
+    """Returns the Requests tuple auth for a given url from netrc."""
+    return None
+'''
+
 
 @pytest.fixture(scope="session")
 def requests_corpus() -> Path:

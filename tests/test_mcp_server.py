@@ -13,33 +13,9 @@ import pytest
 
 pytest.importorskip("mcp")
 import anyio
+from conftest import SESSIONS, UTILS
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
-
-SESSIONS = '''\
-class Session:
-    def rebuild_method(self, prepared_request, response):
-        """When being redirected we may want to change the method of the request."""
-        method = prepared_request.method
-        if response.status_code == 303 and method != "HEAD":
-            method = "GET"
-        prepared_request.method = method
-
-    def should_strip_auth(self, old_url, new_url):
-        """Decide whether the Authorization header should be removed when redirecting."""
-        return old_url != new_url
-'''
-UTILS = '''\
-def super_len(o):
-    """Return the length of a body we are about to send."""
-    total_length = None
-    return total_length
-
-
-def get_netrc_auth(url):
-    """Returns the Requests tuple auth for a given url from netrc."""
-    return None
-'''
 
 
 def _result(call: Any) -> dict[str, Any]:

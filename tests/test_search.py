@@ -11,38 +11,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import HashingEmbedder
+from conftest import SESSIONS, UTILS, HashingEmbedder
 
 from codesearch import CodeSearch, Hit
 from codesearch.exceptions import EmptyRepositoryError, IndexNotFoundError, ModelMismatchError, RootNotFoundError
-
-SESSIONS = '''\
-class Session:
-    """A requests session."""
-
-    def rebuild_method(self, prepared_request, response):
-        """When being redirected we may want to change the method of the request."""
-        method = prepared_request.method
-        if response.status_code == 303 and method != "HEAD":
-            method = "GET"
-        prepared_request.method = method
-
-    def should_strip_auth(self, old_url, new_url):
-        """Decide whether Authorization header should be removed when redirecting."""
-        return old_url != new_url
-'''
-
-UTILS = '''\
-def super_len(o):
-    """Return the length of a body we are about to send."""
-    total_length = None
-    return total_length
-
-
-def get_netrc_auth(url):
-    """Returns the Requests tuple auth for a given url from netrc."""
-    return None
-'''
 
 TESTS = '''\
 def test_rebuild_method_redirect_get():

@@ -14,37 +14,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import HashingEmbedder
+from conftest import SESSIONS, UTILS, HashingEmbedder
 
 from codesearch import CodeSearch
 from codesearch.exceptions import IndexLockedError, ModelMismatchError, ModelNotAvailableError
 from codesearch.multi import MultiSearch
 from codesearch.scan import changed_files, scan
-
-SESSIONS = '''\
-class Session:
-    def rebuild_method(self, prepared_request, response):
-        """When being redirected we may want to change the method of the request."""
-        method = prepared_request.method
-        if response.status_code == 303 and method != "HEAD":
-            method = "GET"
-        prepared_request.method = method
-
-    def should_strip_auth(self, old_url, new_url):
-        """Decide whether Authorization header should be removed when redirecting."""
-        return old_url != new_url
-'''
-UTILS = '''\
-def super_len(o):
-    """Return the length of a body we are about to send."""
-    total_length = None
-    return total_length
-
-
-def get_netrc_auth(url):
-    """Returns the Requests tuple auth for a given url from netrc."""
-    return None
-'''
 
 
 @pytest.fixture
@@ -223,7 +198,7 @@ def test_a_search_while_another_writer_holds_the_lock_answers_from_the_committed
 _REINDEXER = """
 import sys, time
 sys.path.insert(0, {tests!r})
-from conftest import HashingEmbedder
+from conftest import SESSIONS, UTILS, HashingEmbedder
 from codesearch import CodeSearch
 root, index_dir, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
 cs = CodeSearch(root, model=HashingEmbedder(name="dense"), static=HashingEmbedder(name="dense", dim=64, salt="static"),
@@ -316,3 +291,22 @@ def test_vectors_agree_with_a_rebuild_after_refreshes(repo: Path, tmp_path: Path
     assert [c["text"] for c in a.chunks] == [c["text"] for c in b.chunks]
     for name in ("vectors", "static_vectors"):
         np.testing.assert_allclose(a.arrays[name], b.arrays[name], atol=1e-6)
+
+
+def test_without_a_static_model_the_first_answer_comes_from_the_full_index(repo: Path, tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    import codesearch.embed
+    import codesearch.static
+    from codesearch.exceptions import ExportError
+
+    def no_static(*args: object, **kwargs: object) -> None:
+        raise ExportError("minilm has no cached static model and distilling one needs model2vec")
+
+    monkeypatch.setattr(codesearch.static, "StaticEmbedder", no_static)
+    monkeypatch.setattr(codesearch.embed, "Embedder", lambda model, int8=True: HashingEmbedder(name="minilm"))
+    cs = CodeSearch(repo, model="minilm", index_dir=tmp_path / "index")
+    with pytest.warns(RuntimeWarning, match="no static tier"):
+        hits = cs.search("super_len body", k=1)
+    assert hits[0].path == "pkg/utils.py"
+    assert cs.last_search is not None and cs.last_search.tier == "full"
+    assert "static_vectors" not in cs.store.load().arrays
