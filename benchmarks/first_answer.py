@@ -11,7 +11,7 @@ in one run:
 - ``first_answer_s``: wall seconds of ``codesearch search QUERY ROOT --json`` in
   a new process with an empty index folder (process start, scan, chunking,
   static tier and the answer included), and ``semble_first_answer_s`` for
-  ``semble search QUERY --path ROOT`` with an empty semble cache. Both sides
+  ``semble search QUERY ROOT`` with an empty semble cache. Both sides
   have their models on disk already (codesearch's ONNX export and static
   distillation, semble's static model), as after installing; the two commands
   alternate, ``--rounds`` times, and the median counts. QUERY is the
@@ -71,7 +71,7 @@ def first_answers(repo: Repo, semble_python: str, semble_model: Path, rounds: in
                                "--index-dir", str(index_dir)], env))
             semble_env = {**env, "SEMBLE_CACHE_LOCATION": str(Path(scratch) / "semble"),
                           "SEMBLE_MODEL_NAME": str(semble_model)}
-            theirs.append(timed([semble_cli, "search", query, "--path", str(repo.root)], semble_env))
+            theirs.append(timed([semble_cli, "search", query, str(repo.root)], semble_env))
     return statistics.median(ours), statistics.median(theirs)
 
 

@@ -29,8 +29,9 @@ import hashlib
 import os
 import stat
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 import pathspec
@@ -187,15 +188,24 @@ def _is_lockfile(name: str) -> bool:
     return name in LOCKFILES or name.endswith(".lock")
 
 
+@lru_cache(maxsize=256)
+def _spec(lines: tuple[str, ...]) -> pathspec.GitIgnoreSpec:
+    """A compiled ignore file (the same lines, compiled once per process)."""
+    return pathspec.GitIgnoreSpec.from_lines(lines)
+
+
 class _IgnoreRules:
     """The ignore specs in force in one folder: its own plus its parents'."""
 
     def __init__(self, specs: tuple[tuple[str, pathspec.PathSpec], ...] = ()) -> None:
         self._specs = specs
 
-    def descend(self, folder: Path, rel_folder: str) -> _IgnoreRules:
+    def descend(self, folder: Path, rel_folder: str, present: Container[str] | None = None) -> _IgnoreRules:
+        """The rules in force in ``folder``: these plus its own ignore files (only those in ``present``, when given)."""
         lines: list[str] = []
         for name in IGNORE_FILES:
+            if present is not None and name not in present:
+                continue
             try:
                 lines.extend((folder / name).read_text(encoding="utf-8", errors="replace").splitlines())
             except OSError:
@@ -203,7 +213,7 @@ class _IgnoreRules:
         if not lines:
             return self
         prefix = f"{rel_folder}/" if rel_folder else ""
-        return _IgnoreRules(self._specs + ((prefix, pathspec.GitIgnoreSpec.from_lines(lines)),))
+        return _IgnoreRules(self._specs + ((prefix, _spec(tuple(lines))),))
 
     def ignored(self, rel_path: str, is_dir: bool) -> bool:
         """Whether git would ignore ``rel_path``; the deepest deciding file wins."""
@@ -395,21 +405,25 @@ def changed_files(
     if not root_path.is_dir():
         raise RootNotFoundError(f"{'not a directory' if root_path.exists() else 'path does not exist'}: {root}")
     real_root = root_path.resolve()
-    rules = _IgnoreRules().descend(real_root, "") if use_ignore_files else _IgnoreRules()
-    excluded = frozenset(Path(d).resolve() for d in exclude_dirs)
+    excluded = frozenset(str(Path(d).resolve()) for d in exclude_dirs)
     added: list[str] = []
     modified: list[str] = []
     seen: set[str] = set()
-    stack: list[tuple[str, str, _IgnoreRules]] = [(str(real_root), "", rules)]
-    active = {real_root}
+    # (folder, its path from the root, the rules of its parent); a folder's own ignore files are
+    # read only when its listing holds them.
+    stack: list[tuple[str, str, _IgnoreRules]] = [(str(real_root), "", _IgnoreRules())]
+    active = {str(real_root)}
     get = known.get
     while stack:
-        folder, rel_folder, folder_rules = stack.pop()
+        folder, rel_folder, parent_rules = stack.pop()
         prefix = f"{rel_folder}/" if rel_folder else ""
         try:
             entries = list(os.scandir(folder))
         except OSError:
             continue
+        rules = parent_rules
+        if use_ignore_files:
+            rules = parent_rules.descend(Path(folder), rel_folder, present={e.name for e in entries})
         for entry in entries:
             rel = prefix + entry.name
             try:
@@ -420,16 +434,13 @@ def changed_files(
             except OSError:
                 continue
             if is_dir:
-                if entry.name in SKIP_DIRS or (excluded and Path(entry.path).resolve() in excluded):
+                path = os.path.realpath(entry.path) if link else entry.path
+                if entry.name in SKIP_DIRS or path in excluded or rules.ignored(rel, is_dir=True):
                     continue
-                if folder_rules.ignored(rel, is_dir=True):
+                if link and (path in active or not Path(path).is_relative_to(real_root)):
                     continue
-                real = Path(entry.path).resolve() if link else Path(entry.path)
-                if link and (real in active or not real.is_relative_to(real_root)):
-                    continue
-                active.add(real)
-                sub_rules = folder_rules.descend(Path(entry.path), rel) if use_ignore_files else folder_rules
-                stack.append((entry.path, rel, sub_rules))
+                active.add(path)
+                stack.append((entry.path, rel, rules))
                 continue
             recorded = get(rel)
             if recorded is not None:
@@ -443,7 +454,7 @@ def changed_files(
                 continue
             if link and not Path(os.path.realpath(entry.path)).is_relative_to(real_root):
                 continue
-            reason, _ = _file_reason(entry, rel, folder_rules, max_file_bytes)
+            reason, _ = _file_reason(entry, rel, rules, max_file_bytes)
             if reason is None:
                 added.append(rel)
     removed = [path for path in known if path not in seen] if len(seen) != len(known) else []

@@ -29,6 +29,7 @@ import threading
 import time
 import warnings
 from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -254,6 +255,7 @@ class CodeSearch:
         self._loaded: _LoadedIndex | None = None
         self._loaded_token: bytes | None = None
         self._cancel = threading.Event()
+        self._query_pool: ThreadPoolExecutor | None = None
 
     # -- models ----------------------------------------------------------------
 
@@ -339,25 +341,23 @@ class CodeSearch:
             raise ValueError(f"unknown tier {tier!r}; use one of {', '.join(TIERS)}")
         if tier != "keyword" and self._model is None:
             raise ModelNotAvailableError(_KEYWORD_ONLY)
-        if tier != "keyword" and self.has_static and not self._static_loads():
-            tier = "full" if tier == "static" else tier
+        if tier != "keyword" and self.has_static:
+            self._static_loads()  # turns the static tier off, with a warning, where it cannot be had
         if tier == "static" and not self.has_static:
             tier = "full"
         self._cancel.clear()
         with self.store.write_lock(timeout=self.lock_timeout):
             return self._index_locked(tier, progress)
 
-    def _static_loads(self) -> bool:
+    def _static_loads(self) -> None:
         """Load the static model; where it cannot be had (no cached distillation and no export extra),
-        warn once and go on without the static tier rather than fail the index."""
+        warn and go on without the static tier rather than fail the index."""
         try:
             self.static_embedder  # noqa: B018
         except (ExportError, ModelNotAvailableError) as exc:
             warnings.warn(f"codesearch: no static tier for {self.root} ({exc}); indexing with the transformer only",
                           RuntimeWarning, stacklevel=3)
             self._static_choice = False
-            return False
-        return True
 
     def cancel_indexing(self) -> None:
         """Ask an :meth:`index` running in another thread to stop at its next checkpoint.
@@ -620,30 +620,44 @@ class CodeSearch:
             self._check_name(loaded.manifest)
         wanted = self.refresh if refresh is None else refresh
         # Refreshing embeds changed chunks, so it needs this searcher's model to be the index's.
-        refreshed = self._refresh() if not built and wanted and self._same_model(loaded.manifest) else 0
+        stat_pass = not built and wanted and self._same_model(loaded.manifest)
+        tier: str = "keyword"
+        query_vector: Any = None
+        if mode != "bm25":
+            tier, embedder = self._semantic_tier(loaded)
+            # The stat pass and the query's embedding both wait on the OS or onnxruntime, not on Python:
+            # run them side by side.
+            query_vector = self._pool().submit(embedder.embed_query, query) if stat_pass else embedder.embed_query(query)
+        refreshed = self._refresh() if stat_pass else 0
         if refreshed:
             loaded = self._ensure_loaded()
         mask = None if where.is_unrestricted else where.mask(loaded.paths, loaded.kinds)
         lists: dict[str, np.ndarray] = {}
-        tier: str = "keyword"
         if mode != "dense":
             lists["bm25"] = loaded.bm25.score(query)
         if mode != "bm25":
-            tier = self._semantic_list(loaded, query, lists)
+            vector = query_vector.result() if hasattr(query_vector, "result") else query_vector
+            if tier == "full":
+                lists["dense"] = loaded.vectors @ vector  # type: ignore[operator]
+            else:
+                lists["static"] = loaded.static @ vector  # type: ignore[operator]
         self.last_search = SearchInfo(tier, refreshed, built, time.perf_counter() - started)
         return [loaded.hit(i, score) for i, score in rank(query, lists, loaded.facts, ranking, k, mask)]
 
-    def _semantic_list(self, loaded: _LoadedIndex, query: str, lists: dict[str, np.ndarray]) -> str:
-        """Add the best embedding list the index has (transformer, else static); return the tier used."""
+    def _pool(self) -> ThreadPoolExecutor:
+        if self._query_pool is None:
+            self._query_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="codesearch-query")
+        return self._query_pool
+
+    def _semantic_tier(self, loaded: _LoadedIndex) -> tuple[str, TextEmbedder]:
+        """The best embedding tier the index has (transformer, else static) and the embedder for its queries."""
         manifest = loaded.manifest
         if loaded.vectors is not None:
             self._check_tier(manifest, "model", self.embedder)
-            lists["dense"] = loaded.vectors @ self.embedder.embed_query(query)
-            return "full"
+            return "full", self.embedder
         if loaded.static is not None and self.has_static:
             self._check_tier(manifest, "static", self.static_embedder)
-            lists["static"] = loaded.static @ self.static_embedder.embed_query(query)
-            return "static"
+            return "static", self.static_embedder
         if loaded.static is None and manifest.get("model") is None and manifest.get("static") is None:
             raise ModelMismatchError(
                 f"the index at {self.store.directory} is keyword-only (built without a model); "

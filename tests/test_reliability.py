@@ -54,32 +54,39 @@ def _state(snapshot: IndexSnapshot) -> tuple[object, ...]:
     return (repr(sorted(manifest.items())), repr(snapshot.chunks), arrays)
 
 
+def _searcher(root: Path, index_dir: Path, tier: str, model: HashingEmbedder | None = None) -> CodeSearch:
+    """The transformer tier alone, or the static tier alone (a stand-in embedder for each)."""
+    static = HashingEmbedder(name="hashing", dim=64, salt="static") if tier == "static" else None
+    return CodeSearch(root, model=model or HashingEmbedder(), static=static, index_dir=index_dir)
+
+
 @pytest.fixture(scope="module")
-def reference_states(tmp_path_factory: pytest.TempPathFactory) -> dict[int, tuple[object, ...]]:
+def reference_states(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, int], tuple[object, ...]]:
     states = {}
-    for version in (0, 1):
-        root = tmp_path_factory.mktemp(f"ref{version}")
-        _write_version(root, version)
-        cs = CodeSearch(root, model=HashingEmbedder(), index_dir=root.parent / f"ref{version}-index")
-        cs.index()
-        snapshot = cs.store.load()
-        # Index paths are relative to the root and the root itself is recorded: normalise it.
-        snapshot.manifest["root"] = "ROOT"
-        states[version] = _state(snapshot)
+    for tier in ("full", "static"):
+        for version in (0, 1):
+            root = tmp_path_factory.mktemp(f"ref-{tier}{version}")
+            _write_version(root, version)
+            cs = _searcher(root, root.parent / f"ref-{tier}{version}-index", tier)
+            cs.index(tier=tier)  # type: ignore[arg-type]
+            snapshot = cs.store.load()
+            # Index paths are relative to the root and the root itself is recorded: normalise it.
+            snapshot.manifest["root"] = "ROOT"
+            states[(tier, version)] = _state(snapshot)
     return states
 
 
-def _index(root: Path, index_dir: Path, die_on_call: int = 0, checkpoint_every: int = 0) -> None:
-    """Index ``root`` in a child process; optionally die (SIGKILL) on the n-th embedding call."""
+def _index(root: Path, index_dir: Path, die_on_call: int = 0, checkpoint_every: int = 0, tier: str = "full") -> None:
+    """Index ``root`` (one tier) in a child process; optionally die (SIGKILL) on the n-th embedding call."""
     import codesearch.search as search_module
 
     if checkpoint_every:
         search_module.CHECKPOINT_EVERY = checkpoint_every
-    model = _DyingEmbedder(die_on_call) if die_on_call else HashingEmbedder()
-    CodeSearch(root, model=model, index_dir=index_dir).index()
+    model = _DyingEmbedder(die_on_call) if die_on_call else None
+    _searcher(root, index_dir, tier, model).index(tier=tier)  # type: ignore[arg-type]
 
 
-def _start_index(root: Path, index_dir: Path, **kwargs: int) -> multiprocessing.process.BaseProcess:
+def _start_index(root: Path, index_dir: Path, **kwargs: object) -> multiprocessing.process.BaseProcess:
     """Start a child that indexes ``root``.
 
     Children are forked from a fresh single-threaded forkserver, never from
@@ -103,27 +110,27 @@ def _wait(child: multiprocessing.process.BaseProcess, timeout: float = 120) -> i
     return child.exitcode
 
 
+@pytest.mark.parametrize(("tier", "trials"), [("full", 60), ("static", 30)])
 def test_kill_9_at_random_points_leaves_old_or_new_index(
-    tmp_path: Path, reference_states: dict[int, tuple[object, ...]]
+    tmp_path: Path, reference_states: dict[tuple[str, int], tuple[object, ...]], tier: str, trials: int
 ) -> None:
     rng = random.Random(20261130)
     outcomes = {"old": 0, "new": 0, "empty": 0}
-    trials = 60
     root = tmp_path / "repo"
     # One uninterrupted run first, so the kills spread over the whole of indexing.
     _write_version(root, 1)
-    assert _wait(_start_index(root, tmp_path / "warm-up")) == 0  # starts the forkserver
+    assert _wait(_start_index(root, tmp_path / "warm-up", tier=tier)) == 0  # starts the forkserver
     started = time.perf_counter()
-    assert _wait(_start_index(root, tmp_path / "timing")) == 0
+    assert _wait(_start_index(root, tmp_path / "timing", tier=tier)) == 0
     duration = time.perf_counter() - started
     for trial in range(trials):
         index_dir = tmp_path / f"index{trial}"
         full = trial % 3 == 0  # a third build from nothing, the rest update version 0 to 1
         if not full:
             _write_version(root, 0)
-            CodeSearch(root, model=HashingEmbedder(), index_dir=index_dir).index()
+            _searcher(root, index_dir, tier).index(tier=tier)  # type: ignore[arg-type]
         _write_version(root, 1)
-        child = _start_index(root, index_dir)
+        child = _start_index(root, index_dir, tier=tier)
         time.sleep(rng.uniform(0.0, duration * 1.2))
         child.kill()
         _wait(child)
@@ -136,10 +143,10 @@ def test_kill_9_at_random_points_leaves_old_or_new_index(
         snapshot = store.load()  # never IndexCorruptError
         snapshot.manifest["root"] = "ROOT"
         state = _state(snapshot)
-        if state == reference_states[1]:
+        if state == reference_states[(tier, 1)]:
             outcomes["new"] += 1
         else:
-            assert state == reference_states[0], f"trial {trial}: index is neither the old nor the new state"
+            assert state == reference_states[(tier, 0)], f"trial {trial}: index is neither the old nor the new state"
             assert not full
             outcomes["old"] += 1
     assert sum(outcomes.values()) == trials
