@@ -341,10 +341,6 @@ class CodeSearch:
             raise ValueError(f"unknown tier {tier!r}; use one of {', '.join(TIERS)}")
         if tier != "keyword" and self._model is None:
             raise ModelNotAvailableError(_KEYWORD_ONLY)
-        if tier != "keyword" and self.has_static:
-            self._static_loads()  # turns the static tier off, with a warning, where it cannot be had
-        if tier == "static" and not self.has_static:
-            tier = "full"
         self._cancel.clear()
         with self.store.write_lock(timeout=self.lock_timeout):
             return self._index_locked(tier, progress)
@@ -356,7 +352,7 @@ class CodeSearch:
             self.static_embedder  # noqa: B018
         except (ExportError, ModelNotAvailableError) as exc:
             warnings.warn(f"codesearch: no static tier for {self.root} ({exc}); indexing with the transformer only",
-                          RuntimeWarning, stacklevel=3)
+                          RuntimeWarning, stacklevel=4)
             self._static_choice = False
 
     def cancel_indexing(self) -> None:
@@ -378,6 +374,11 @@ class CodeSearch:
                 f"nothing to index under {self.root}: {result.files_seen} files seen, "
                 f"{len(result.files)} readable text files, 0 chunks (see `codesearch stats`)"
             )
+        # Models load only once there is something to embed: an empty folder fails in milliseconds.
+        if tier != "keyword" and self.has_static:
+            self._static_loads()  # turns the static tier off, with a warning, where it cannot be had
+        if tier == "static" and not self.has_static:
+            tier = "full"
         documents = [document_text(c.path, c.text) for c in chunks]
         keys = [chunk_key(d) for d in documents]
         arrays: dict[str, np.ndarray] = {}
