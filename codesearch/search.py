@@ -634,16 +634,16 @@ class CodeSearch:
             loaded = self._ensure_loaded()
         mask = None if where.is_unrestricted else where.mask(loaded.paths, loaded.kinds)
         lists: dict[str, np.ndarray] = {}
+        vectors: np.ndarray | None = None
         if mode != "dense":
             lists["bm25"] = loaded.bm25.score(query)
         if mode != "bm25":
             vector = query_vector.result() if hasattr(query_vector, "result") else query_vector
-            if tier == "full":
-                lists["dense"] = loaded.vectors @ vector  # type: ignore[operator]
-            else:
-                lists["static"] = loaded.static @ vector  # type: ignore[operator]
+            vectors = loaded.vectors if tier == "full" else loaded.static
+            lists["dense" if tier == "full" else "static"] = vectors @ vector  # type: ignore[operator]
         self.last_search = SearchInfo(tier, refreshed, built, time.perf_counter() - started)
-        return [loaded.hit(i, score) for i, score in rank(query, lists, loaded.facts, ranking, k, mask)]
+        ranked = rank(query, lists, loaded.facts, ranking, k, mask, vectors)
+        return [loaded.hit(i, score) for i, score in ranked]
 
     def _pool(self) -> ThreadPoolExecutor:
         if self._query_pool is None:

@@ -177,7 +177,7 @@ def test_definitions_respect_the_scope_mask(facts: IndexFacts) -> None:
 
 
 def test_path_words_weigh_rare_words_more(facts: IndexFacts) -> None:
-    r = Ranking(path_boost=1.0)
+    r = Ranking(path_boost=1.0, path_name_boost=0.0)
     scores = {0: 1.0, 2: 1.0, 3: 1.0, 4: 1.0}
     S.boost_path_words(scores, analyze_query("logger middleware"), facts, r, top=1.0)
     # Both words name logger.go's path (stem and folder): the whole share; others get nothing.
@@ -186,6 +186,20 @@ def test_path_words_weigh_rare_words_more(facts: IndexFacts) -> None:
     scores = {2: 1.0}
     S.boost_path_words(scores, analyze_query("Logger"), facts, r, top=1.0)
     assert scores == {2: 1.0}
+
+
+def test_a_file_called_by_its_whole_name_raises_its_best_candidate(facts: IndexFacts) -> None:
+    r = Ranking(path_boost=0.0, path_name_boost=0.5)
+    scores = {0: 0.2, 1: 0.3, 2: 0.4, 4: 0.1}
+    S.boost_path_words(scores, analyze_query("where routers mount sub trees"), facts, r, top=2.0)
+    # "routers" names router.go (plural s dropped): its best candidate, chunk 1, gains 0.5 * top;
+    # "trees" names tree.go (chunk 4). Other files and chunks are left alone.
+    assert scores == pytest.approx({0: 0.2, 1: 1.3, 2: 0.4, 4: 1.1})
+    # Neighbouring words joined name a file written as one word; a prefix alone does not.
+    assert "routermount" in analyze_query("router mount").file_names
+    scores = {0: 0.2, 7: 0.1}
+    S.boost_path_words(scores, analyze_query("how the multiplexer muxes"), facts, r, top=1.0)
+    assert scores == {0: 0.2, 7: 0.1}
 
 
 def test_coherence_raises_each_files_best_chunk_by_its_files_share(facts: IndexFacts) -> None:
@@ -205,11 +219,32 @@ def test_diversity_decays_extra_chunks_of_a_file_but_never_its_best(facts: Index
     scores = {0: 1.0, 1: 0.9, 2: 0.8, 3: 0.7}
     out = S.diversify(scores, facts, Ranking(diversity_decay=0.5), evidence=dict(scores))
     assert out == [(0, 1.0), (2, 0.8), (1, 0.45), (3, 0.35)]
+    # The third chunk of a file is decayed twice over.
+    one_file = IndexFacts([CHUNKS[0], CHUNKS[1], CHUNKS[0]])
+    three = S.diversify({0: 1.0, 1: 0.9, 2: 0.8}, one_file, Ranking(diversity_decay=0.5))
+    assert [c for c, _ in three] == [0, 1, 2]
+    assert [score for _, score in three] == pytest.approx([1.0, 0.45, 0.2])
     # A strong second answer (its own fused evidence near the top) is held.
     held = S.diversify(scores, facts, Ranking(diversity_decay=0.5, diversity_hold=0.85), evidence=dict(scores))
     assert held[:2] == [(0, 1.0), (1, 0.9)]
     # Two free places per file decay only the third.
     assert S.diversify({0: 1.0, 1: 0.9}, facts, Ranking(diversity_free=2)) == [(0, 1.0), (1, 0.9)]
+
+
+def test_diversity_keeps_a_files_other_answers_and_decays_its_repeats(facts: IndexFacts) -> None:
+    r = Ranking(diversity_decay=0.5, diversity_similar=(0.5, 0.9))
+    vectors = np.zeros((8, 2), dtype=np.float32)
+    vectors[0] = [1.0, 0.0]
+    vectors[2] = vectors[3] = vectors[4] = [0.0, 1.0]
+    scores = {0: 1.0, 1: 0.9, 2: 0.8, 3: 0.7}
+    # Chunk 1 (router.go) is orthogonal to chunk 0, its file's listed chunk: another answer, kept whole.
+    # Chunk 3 repeats chunk 2 of logger.go (cosine 1): fully decayed.
+    vectors[1] = [0.0, 1.0]
+    assert S.diversify(scores, facts, r, vectors=vectors) == [(0, 1.0), (1, 0.9), (2, 0.8), (3, 0.35)]
+    # Halfway between the thresholds (cosine 0.7), half the decay: 0.9 * 0.5 ** 0.5.
+    vectors[1] = [0.7, np.sqrt(1 - 0.49)]
+    out = dict(S.diversify(scores, facts, r, vectors=vectors))
+    assert out[1] == pytest.approx(0.9 * 0.5**0.5, rel=1e-4)
 
 
 def test_rank_runs_the_stages_in_order_and_each_can_be_switched_off(facts: IndexFacts) -> None:
@@ -233,6 +268,8 @@ def test_ranking_validation_and_names() -> None:
         DEFAULT.without("magic")
     with pytest.raises(ValueError, match="semantic_weight"):
         Ranking(semantic_weight=1.5)
+    with pytest.raises(ValueError, match="diversity_similar"):
+        Ranking(diversity_similar=(0.8, 0.8))
     with pytest.raises(ValueError, match="unknown path classes"):
         Ranking(prior_multipliers={"vendor": 0.1})
     assert hash(DEFAULT) == hash(replace(DEFAULT))

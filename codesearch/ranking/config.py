@@ -14,7 +14,7 @@ STAGES = ("definitions", "path_words", "coherence", "priors", "diversity")
 """The switchable stages after fusion, in the order they run."""
 
 DEFAULT_PRIORS: Mapping[str, float] = MappingProxyType(
-    {TEST: 0.3, COMPAT: 0.3, EXAMPLE: 0.3, REEXPORT: 0.5, STUB: 0.7, DOC: 0.5, CONFIG: 0.5}
+    {TEST: 0.3, COMPAT: 0.3, EXAMPLE: 0.3, REEXPORT: 0.5, STUB: 0.7, DOC: 0.2, CONFIG: 0.5}
 )
 
 
@@ -51,6 +51,9 @@ class Ranking:
             file or folder name shares words with it rise.
         path_boost: the gain for a file matching every query word, times the
             best fused score; fewer words give proportionally less.
+        path_name_boost: a further gain, times the best fused score, for the
+            best candidate of a file the query calls by its whole name
+            (``Layout.hs`` for "how the Layout typeclass ...").
         coherence: stage switch -- a file's best chunk gains with the summed
             scores of that file's candidates.
         coherence_boost: the gain of the file with the largest sum, times the
@@ -59,9 +62,16 @@ class Ranking:
         prior_multipliers: path class (``test``, ``compat``, ``example``,
             ``reexport``, ``stub``, ``doc``, ``config``) -> multiplier.
         diversity: stage switch -- a file's second, third ... chunk in the list
-            is decayed, unless it is strong.
+            is decayed as far as it repeats what the file already has in the
+            list, unless it is strong.
         diversity_decay: the n-th extra chunk of a file is multiplied by
-            ``diversity_decay ** n``.
+            ``diversity_decay ** n`` when it repeats the file's listed chunks.
+        diversity_similar: ``(low, high)`` cosine between an extra chunk and
+            its file's chunks listed above it: below ``low`` it is another
+            answer and keeps its score, from ``high`` it repeats one and is
+            fully decayed, linearly between. Set for MiniLM's transformer
+            vectors; without vectors (keywords alone) every extra chunk is
+            fully decayed.
         diversity_hold: an extra chunk whose fused score (before any boost) is
             at least this share of the best fused score is not decayed
             (``1.0``: only a chunk tied with the best is held).
@@ -82,12 +92,14 @@ class Ranking:
     embedded_definition_scale: float = 0.5
     path_words: bool = True
     path_boost: float = 1.0
+    path_name_boost: float = 0.2
     coherence: bool = True
     coherence_boost: float = 0.2
     priors: bool = True
     prior_multipliers: Mapping[str, float] = field(default_factory=lambda: DEFAULT_PRIORS)
     diversity: bool = True
     diversity_decay: float = 0.6
+    diversity_similar: tuple[float, float] = (0.55, 0.75)
     diversity_hold: float = 1.0
     diversity_free: int = 1
 
@@ -96,6 +108,9 @@ class Ranking:
             raise ValueError(f"depth and fusion_depth must be >= 1 and depth_per_k >= 0, got {self}")
         if self.rrf_k < 0:
             raise ValueError(f"rrf_k must be >= 0, got {self.rrf_k}")
+        low, high = self.diversity_similar
+        if not low < high:
+            raise ValueError(f"diversity_similar must be (low, high) with low < high, got {self.diversity_similar}")
         if self.diversity_free < 1:
             raise ValueError(f"diversity_free must be at least 1 (a file's best chunk is never decayed), got {self}")
         for name in ("score_share", "semantic_weight", "semantic_weight_symbol", "static_share", "diversity_decay",

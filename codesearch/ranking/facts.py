@@ -75,6 +75,11 @@ def file_stem(name: str) -> str:
     return name[:dot] if dot > 0 else name
 
 
+def squash_name(name: str) -> str:
+    """A name lowercased without ``_`` and ``-``: the form in which a file stem and a query word meet."""
+    return name.lower().replace("_", "").replace("-", "")
+
+
 def path_words(path: str) -> frozenset[str]:
     """Lowercased words of a file's stem and its parent folder, identifiers split (``HttpClient`` -> http, client)."""
     parts = path.split("/")
@@ -158,10 +163,18 @@ class IndexFacts:
                 self._word_buckets.setdefault(word[:3], {}).setdefault(word, []).append(number)
         self._files_matching: dict[str, frozenset[int]] = {}
         self.stems: list[str] = [file_stem(p.rsplit("/", 1)[-1]).lower() for p in self.files]
+        self._named: dict[str, list[int]] = {}
+        for number, stem in enumerate(self.stems):
+            for name in {squash_name(stem), squash_name(stem).rstrip("s")}:
+                self._named.setdefault(name, []).append(number)
         self._prior_cache: dict[tuple[tuple[str, float], ...], np.ndarray] = {}
 
     def __len__(self) -> int:
         return len(self.file_of)
+
+    def files_named(self, name: str) -> list[int]:
+        """Files whose whole stem is ``name``, squashed (``http_client.py``, ``HttpClient.java``, ``httpclients.go``)."""
+        return self._named.get(name, [])
 
     def files_matching(self, word: str) -> frozenset[int]:
         """Files whose stem or parent folder holds a form of ``word`` (see :func:`same_word`); cached."""
@@ -195,4 +208,14 @@ class IndexFacts:
         return cached
 
 
-__all__ = ["PATH_CLASSES", "Definition", "IndexFacts", "definition_names", "path_classes", "file_stem", "path_words", "same_word"]
+__all__ = [
+    "PATH_CLASSES",
+    "Definition",
+    "IndexFacts",
+    "definition_names",
+    "file_stem",
+    "path_classes",
+    "path_words",
+    "same_word",
+    "squash_name",
+]

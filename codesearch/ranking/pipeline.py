@@ -19,6 +19,7 @@ def rank(
     ranking: Ranking,
     k: int,
     mask: np.ndarray | None = None,
+    vectors: np.ndarray | None = None,
 ) -> list[tuple[int, float]]:
     """Turn retrievers' scores into the ``k`` best chunks.
 
@@ -30,6 +31,8 @@ def rank(
         ranking: the knobs and stage switches.
         k: how many chunks to return.
         mask: chunks in scope (applied before any cut), or None for all.
+        vectors: the chunk vectors of the embedding list, one row per chunk,
+            for diversity to tell a file's other answers from repeats of one.
 
     Returns:
         ``(chunk, score)`` best first, at most ``k``.
@@ -49,7 +52,7 @@ def rank(
         stages.boost_coherence(scores, facts, ranking, top)
     if ranking.priors:
         stages.apply_priors(scores, facts, ranking)
-    final = stages.diversify(scores, facts, ranking, evidence) if ranking.diversity else stages.ordered(scores)
+    final = stages.diversify(scores, facts, ranking, evidence, vectors) if ranking.diversity else stages.ordered(scores)
     return final[:k]
 
 

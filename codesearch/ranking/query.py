@@ -13,8 +13,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import pairwise
 
 from codesearch.keyword import split_identifier
+from codesearch.ranking.facts import squash_name
 
 # A query that is one symbol: qualified (a.b, a::b, a\b, a->b), a leading
 # underscore, an inner capital or underscore, or a capitalised word ("Router").
@@ -34,6 +36,7 @@ _EMBEDDED = re.compile(
 _CAPITALISED = re.compile(r"[A-Z][a-z0-9]+")
 _TOKEN = re.compile(r"[A-Za-z_$][\w$.:\\#>-]*")
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9]*")
+_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 _QUALIFIER = re.compile(r"::|\\|->|\.|#")
 
 STOPWORDS = frozenset({
@@ -59,12 +62,17 @@ class QueryProfile:
         words: lowercased content words of length 3 or more (stopwords out),
             identifiers split into their parts, for matching file and folder
             names.
+        file_names: what a file asked for by name would be called, squashed
+            (see :func:`~codesearch.ranking.facts.squash_name`): each content
+            word as written, without a plural ``s``, and each pair of
+            neighbouring words joined (``manage hook`` -> ``managehook``).
     """
 
     text: str
     is_symbol: bool
     symbols: tuple[tuple[str, ...], ...]
     words: frozenset[str]
+    file_names: frozenset[str] = frozenset()
 
 
 def _last_part(name: str) -> str:
@@ -94,7 +102,14 @@ def analyze_query(query: str) -> QueryProfile:
         for part in (word.lower(), *split_identifier(word)):
             if len(part) >= 3 and part not in STOPWORDS:
                 words.add(part)
-    return QueryProfile(text, is_symbol, tuple(symbols), frozenset(words))
+    written = _NAME.findall(text)
+    names: set[str] = set()
+    for word in written:
+        name = squash_name(word)
+        if len(name) >= 3 and name not in STOPWORDS:
+            names.update((name, name.rstrip("s")))
+    names.update(squash_name(a + b) for a, b in pairwise(written))
+    return QueryProfile(text, is_symbol, tuple(symbols), frozenset(words), frozenset(names))
 
 
 __all__ = ["STOPWORDS", "QueryProfile", "analyze_query"]

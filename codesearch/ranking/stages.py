@@ -157,6 +157,23 @@ def boost_path_words(scores: Scores, profile: QueryProfile, facts: IndexFacts, r
             share = shares[number] = sum(w for word, w in weights.items() if number in matches[word]) / total
         if share >= 0.1:
             scores[chunk] += ranking.path_boost * top * share
+    _boost_named_files(scores, profile, facts, ranking.path_name_boost * top)
+
+
+def _boost_named_files(scores: Scores, profile: QueryProfile, facts: IndexFacts, gain: float) -> None:
+    """Raise the best candidate of each file the query calls by its whole stem, in place."""
+    if gain <= 0:
+        return
+    named = {number for name in profile.file_names for number in facts.files_named(name)}
+    if not named:
+        return
+    best: dict[int, int] = {}
+    for chunk, score in scores.items():
+        number = int(facts.file_of[chunk])
+        if number in named and (number not in best or (score, -chunk) > (scores[best[number]], -best[number])):
+            best[number] = chunk
+    for chunk in best.values():
+        scores[chunk] += gain
 
 
 def boost_coherence(scores: Scores, facts: IndexFacts, ranking: Ranking, top: float) -> None:
@@ -194,26 +211,39 @@ def ordered(scores: Scores) -> list[tuple[int, float]]:
     return sorted(scores.items(), key=lambda item: (-item[1], item[0]))
 
 
-def diversify(scores: Scores, facts: IndexFacts, ranking: Ranking, evidence: Scores | None = None) -> list[tuple[int, float]]:
-    """Order candidates so one file does not fill the list, keeping its strong second answers.
+def diversify(scores: Scores, facts: IndexFacts, ranking: Ranking, evidence: Scores | None = None,
+              vectors: np.ndarray | None = None) -> list[tuple[int, float]]:
+    """Order candidates so one file does not fill the list, keeping its other answers.
 
     Walking the candidates best first, the ``n``-th chunk of a file already
     listed beyond its first ``diversity_free`` is multiplied by
-    ``diversity_decay ** n`` -- unless the retrievers themselves put it near
-    the top: its fused score (``evidence``, before any boost) is at least
-    ``diversity_hold`` of the best fused score. A file's best chunk is never
-    decayed.
+    ``diversity_decay ** (n * r)``, where ``r`` says how far it repeats the
+    file's chunks above it: the cosine of ``vectors`` to the closest of them,
+    scaled from 0 at ``diversity_similar[0]`` to 1 at ``diversity_similar[1]``
+    (1 without vectors). A second function of a file is another answer; the
+    next window of the same class is more of one. A chunk the retrievers put
+    near the top is not decayed either: its fused score (``evidence``, before
+    any boost) is at least ``diversity_hold`` of the best. A file's best chunk
+    is never decayed.
     """
-    seen: dict[int, int] = {}
+    low, high = ranking.diversity_similar
+    listed: dict[int, list[int]] = {}
     top = max(evidence.values(), default=0.0) if evidence else 0.0
     out: list[tuple[int, float]] = []
     for chunk, score in ordered(scores):
         number = int(facts.file_of[chunk])
-        n = seen.get(number, 0)
-        seen[number] = n + 1
+        above = listed.setdefault(number, [])
+        n = len(above)
+        above.append(chunk)
         strong = evidence is not None and top > 0 and evidence.get(chunk, 0.0) >= ranking.diversity_hold * top
-        decay = ranking.diversity_decay ** (n - ranking.diversity_free + 1) if n >= ranking.diversity_free else 1.0
-        out.append((chunk, score if strong else score * decay))
+        if n < ranking.diversity_free or strong:
+            out.append((chunk, score))
+            continue
+        repeats = 1.0
+        if vectors is not None:
+            similarity = float(np.max(vectors[above[:-1]] @ vectors[chunk]))
+            repeats = min(1.0, max(0.0, (similarity - low) / (high - low)))
+        out.append((chunk, score * ranking.diversity_decay ** ((n - ranking.diversity_free + 1) * repeats)))
     out.sort(key=lambda item: (-item[1], item[0]))
     return out
 
