@@ -444,6 +444,9 @@ _ENTRIES: tuple[Language, ...] = (
         "python", "tree_sitter_python", extensions=(".py", ".pyi", ".pyw"), shebangs=("python", "python3"),
         functions=frozenset({"function_definition"}), containers=frozenset({"class_definition"}),
         wrappers=frozenset({"decorated_definition"}),
+        # Definitions under `if sys.platform == ...:`, `if TYPE_CHECKING:` or `try: ... except ImportError:`.
+        transparent=frozenset({"ERROR", "if_statement", "elif_clause", "else_clause", "try_statement",
+                               "except_clause", "finally_clause", "block"}),
     ),
     Language("javascript", "tree_sitter_javascript", extensions=(".js", ".mjs", ".cjs", ".jsx"),
              shebangs=("node",), **_JS_COMMON),  # type: ignore[arg-type]

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import numpy as np
 
-from codesearch.chunking import Chunk, ChunkParams, chunk_text, document_text, keyword_text
+from codesearch.chunking import DEFINITIONS_VERSION, Chunk, ChunkParams, chunk_text, document_text, keyword_text
 from codesearch.exceptions import (
     EmptyRepositoryError,
     ExportError,
@@ -416,7 +416,7 @@ class CodeSearch:
             "tier": tier,
             "model": facts.get("model"),
             "static": facts.get("static"),
-            "chunker": {"kind": self.chunking, **asdict(self.chunk_params)},
+            "chunker": self._chunker_facts(),
             "files": {f.path: f.sha256 for f in result.files},
             "stats": {path: list(stat) for path, stat in result.stats.items()},
             "use_ignore_files": self.use_ignore_files,
@@ -453,9 +453,16 @@ class CodeSearch:
         except IndexCorruptError:
             return None
 
+    def _chunker_facts(self) -> dict[str, Any]:
+        """How this searcher cuts files; a stored index cut otherwise has its files cut again."""
+        facts: dict[str, Any] = {"kind": self.chunking, **asdict(self.chunk_params)}
+        if self.chunking == "definitions":
+            facts["version"] = DEFINITIONS_VERSION
+        return facts
+
     def _chunks(self, files: Sequence[Any], previous: IndexSnapshot | None) -> tuple[list[Chunk], int]:
         """Every file's chunks: a file whose bytes are unchanged keeps its stored chunks, the rest are cut again."""
-        chunker = {"kind": self.chunking, **asdict(self.chunk_params)}
+        chunker = self._chunker_facts()
         kept: dict[str, list[Chunk]] = {}
         if previous is not None and previous.manifest.get("chunker") == chunker:
             old_files = previous.manifest.get("files", {})

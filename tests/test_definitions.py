@@ -177,6 +177,40 @@ def test_comments_attach_only_when_directly_above() -> None:
     check_contract(text, chunk_definitions("m.py", text, tiny))
 
 
+def test_python_definitions_under_if_and_try_blocks_keep_their_names() -> None:
+    # requests' utils.py defines proxy_bypass_registry under `if sys.platform == "win32":`;
+    # such functions used to be nameless statements.
+    text = (
+        "import sys\n\n"
+        "if sys.platform == 'win32':\n"
+        "    def proxy_bypass(host):\n"
+        "        return registry(host)\n"
+        "else:\n"
+        "    def proxy_bypass(host):\n"
+        "        return env(host)\n\n"
+        "try:\n"
+        "    from fast import dumps\n"
+        "except ImportError:\n"
+        "    def dumps(obj):\n"
+        "        return str(obj)\n\n"
+        "class Box:\n"
+        "    if sys.version_info >= (3, 12):\n"
+        "        def size(self):\n"
+        "            return 1\n"
+    )
+    chunks = chunk_definitions("m.py", text, ChunkParams(target_tokens=10, overlap_tokens=0))
+    assert spans(chunks) == [
+        (1, 3, ()),
+        (4, 5, ("proxy_bypass",)),
+        (6, 8, ("proxy_bypass",)),
+        (10, 12, ()),
+        (13, 14, ("dumps",)),
+        (16, 17, ("Box",)),
+        (18, 19, ("Box.size",)),
+    ]
+    check_contract(text, chunks)
+
+
 def test_python_syntax_error_keeps_the_definitions_that_parsed() -> None:
     text = "def good():\n    return 1\n\n\ndef broken(:\n    ]]]\n\n\nclass Fine:\n    def m(self):\n        pass\n"
     chunks = definitions._chunk_definitions("m.py", text, ChunkParams(target_tokens=6), LANGUAGES["python"])

@@ -14,6 +14,7 @@ import pytest
 from conftest import SESSIONS, UTILS, HashingEmbedder
 
 from codesearch import CodeSearch, Hit
+from codesearch import search as search_module
 from codesearch.exceptions import EmptyRepositoryError, IndexNotFoundError, ModelMismatchError, RootNotFoundError
 
 TESTS = '''\
@@ -110,6 +111,19 @@ def test_incremental_update_reuses_unchanged_chunks(
     for mode in ("bm25", "dense", "hybrid"):
         query = "redirect method PUT"
         assert cs.search(query, k=10, mode=mode) == rebuilt.search(query, k=10, mode=mode)
+
+
+def test_a_new_definitions_cutter_cuts_every_file_again_and_keeps_their_vectors(
+    repo: Path, tmp_path: Path, hashing_embedder: HashingEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cs = _cs(repo, tmp_path, hashing_embedder)
+    first = cs.index()
+    assert cs.index().changed_files == 0  # same cutter: nothing is cut again
+    monkeypatch.setattr(search_module, "DEFINITIONS_VERSION", search_module.DEFINITIONS_VERSION + 1)
+    upgraded = cs.index()
+    assert upgraded.changed_files == first.files  # every file cut again ...
+    assert (upgraded.embedded, upgraded.reused) == (0, first.chunks)  # ... and the same texts keep their vectors
+    assert cs.store.load().manifest["chunker"]["version"] == search_module.DEFINITIONS_VERSION
 
 
 def test_index_persists_and_reloads(repo: Path, tmp_path: Path, hashing_embedder: HashingEmbedder) -> None:
