@@ -40,10 +40,11 @@ DEFINITION_TARGET_TOKENS = 400
 """The budget of definition-aware chunks: smaller than the line windows' 700, since a
 definition needs no neighbours for context and the model reads only its first 256
 tokens (measured on the peer benchmark: NDCG@10 0.858 at 700, 0.864 at 400)."""
-DEFINITIONS_VERSION = 2
+DEFINITIONS_VERSION = 3
 """Raised whenever definition-aware cutting changes (the language table, node kinds): an
 index made by another version cuts its files again (unchanged chunk texts keep their
-vectors). 2: Python definitions under module-level ``if``/``try`` blocks."""
+vectors). 2: Python definitions under module-level ``if``/``try`` blocks; 3: ``.h`` files
+that read as C++ are cut as C++."""
 
 
 @dataclass(frozen=True, slots=True)

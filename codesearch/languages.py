@@ -185,6 +185,16 @@ def generic_read(node: Node, prefix: str, lang: Language) -> Definition | None:
 _JS_FUNCTION_VALUES = frozenset({"arrow_function", "function_expression", "function", "generator_function", "class"})
 
 
+def _js_import(value: Node) -> bool:
+    """Whether a declarator's value only brings in a module: ``require("x")``, ``await import("x")``."""
+    while value.type in ("await_expression", "member_expression", "parenthesized_expression") and value.named_children:
+        value = value.named_children[0]
+    if value.type != "call_expression":
+        return False
+    callee = value.child_by_field_name("function")
+    return callee is not None and (callee.type == "import" or text_of(callee) == "require")
+
+
 def _js_classify(node: Node, prefix: str, lang: Language) -> Definition | None:
     kind = node.type
     if kind in ("export_statement", "ambient_declaration"):
@@ -208,12 +218,14 @@ def _js_classify(node: Node, prefix: str, lang: Language) -> Definition | None:
         qualified = lang.qualified(prefix, name)
         return Definition((qualified,), node.child_by_field_name("body"), qualified)
     if kind in ("lexical_declaration", "variable_declaration"):
+        # `const handler = () => ...`, `const v1Processor: Processor = {...}`, `export const MAX = 3`:
+        # each names what it defines. `const fs = require("fs")` only imports.
         names = tuple(
             lang.qualified(prefix, name_of(d))
             for d in node.named_children
             if d.type == "variable_declarator"
             and (value := d.child_by_field_name("value")) is not None
-            and value.type in _JS_FUNCTION_VALUES
+            and not _js_import(value)
             and name_of(d)
         )
         return Definition(names) if names else None
@@ -566,16 +578,33 @@ def _extension(name: str) -> str:
     return name[dot:].lower() if dot > 0 else ""
 
 
-def language_for(path: str, first_line: str | None = None) -> Language | None:
+# A `.h` file is C++ when it reads as C++: a namespace, a template, a class, access labels or the
+# standard library. C headers meant for C++ callers (`extern "C"`) have none of these.
+_CPP_HEADER = re.compile(
+    r"^[ \t]*(?:namespace\b[^;]*$|template\s*<|class\s+\w+[^;]*$|(?:public|private|protected)\s*:|using\s+namespace\b"
+    r"|#\s*include\s*<(?:string|string_view|vector|memory|iostream|ostream|type_traits|utility|cstddef|cstdint"
+    r"|cstdio|cstdlib|cstring|map|functional|algorithm|limits|iterator|array|chrono|atomic|thread|mutex)>)"
+    r"|\bstd::\w",
+    re.MULTILINE,
+)
+HEAD_BYTES = 16384
+"""How much of a file's start :func:`language_for` reads to tell a C++ header from a C one."""
+
+
+def language_for(path: str, first_line: str | None = None, head: str | None = None) -> Language | None:
     """The language of a file by its extension, its name, or (when it has neither) its ``#!`` line.
 
     Args:
         path: the file's path (``/`` or ``\\`` separated).
         first_line: the file's first line, consulted for a ``#!`` interpreter
             when the file has no extension (``notes.txt`` stays text).
+        head: the start of the file's text (:data:`HEAD_BYTES`), read for
+            the extension C and C++ share: a ``.h`` that reads as C++ is C++.
     """
     name = path.replace("\\", "/").rsplit("/", 1)[-1]
     extension = _extension(name)
+    if extension == ".h" and head is not None and _CPP_HEADER.search(head):
+        return LANGUAGES["cpp"]
     found = _BY_EXTENSION.get(extension) or _BY_FILENAME.get(name)
     if found is None and not extension and first_line and first_line.startswith("#!"):
         match = _SHEBANG.match(first_line)
@@ -593,6 +622,7 @@ def extensions() -> Iterable[str]:
 
 
 __all__ = [
+    "HEAD_BYTES",
     "LANGUAGES",
     "NOT_A_DEFINITION",
     "Classify",

@@ -264,7 +264,7 @@ module.exports.legacy = function legacy() {};
 def test_javascript() -> None:
     chunks = chunk_definitions("src/client.mjs", JAVASCRIPT, SMALL)
     assert spans(chunks) == [
-        (1, 3, ()),
+        (1, 3, ("RETRIES",)),  # a module-level constant is a definition; the import is not
         (5, 12, ("Client", "Client.constructor")),
         (14, 18, ("Client.send",)),  # the comment above belongs to the method
         (18, 24, ("Client.send",)),
@@ -281,6 +281,7 @@ def test_javascript() -> None:
             1,
             37,
             (
+                "RETRIES",
                 "Client",
                 "Client.constructor",
                 "Client.send",

@@ -134,6 +134,47 @@ def test_extensions_names_and_shebangs_pick_the_language(path: str, first_line: 
     assert (found.name if found else None) == language
 
 
+@pytest.mark.parametrize(
+    ("head", "language"),
+    [
+        ("#pragma once\nnamespace fmt {\ninline int f();\n}\n", "cpp"),
+        ("#include <string>\nint count(const char*);\n", "cpp"),
+        ("template <typename T>\nT twice(T x) { return x + x; }\n", "cpp"),
+        ("class Buffer {\n public:\n  int size() const;\n};\n", "cpp"),
+        ("inline std::size_t width(int x);\n", "cpp"),
+        # A C header written for C++ callers too stays C; so do words in comments.
+        ('#ifdef __cplusplus\nextern "C" {\n#endif\nint uv_run(uv_loop_t*);\n', "c"),
+        ("/* the class of errors; see namespace docs */\nstruct uv_buf_t { char* base; };\n", "c"),
+    ],
+)
+def test_a_header_that_reads_as_cpp_is_cpp(head: str, language: str) -> None:
+    assert language_for("include/x.h", None, head).name == language  # type: ignore[union-attr]
+    cut = cut_file("include/x.h", head, TINY)
+    assert cut.language == language and cut.fallback is None
+
+
+def test_module_level_constants_are_definitions_and_imports_are_not() -> None:
+    text = (
+        'const fs = require("fs");\n'
+        'const plugin = await import("./plugin.js");\n'
+        "export const MAX_RETRIES = 3;\n"
+        "const v1Processor: Processor<Event> = {\n"
+        "  getPath: (e) => e.path,\n"
+        "};\n"
+        "function f() {\n"
+        "  const inner = 2;\n"
+        "  return inner;\n"
+        "}\n"
+    )
+    cut = cut_file("src/a.ts", text, ChunkParams(target_tokens=20, overlap_tokens=0))
+    assert [(c.start_line, c.end_line, c.symbols) for c in cut.chunks] == [
+        (1, 2, ()),
+        (3, 3, ("MAX_RETRIES",)),
+        (4, 6, ("v1Processor",)),
+        (7, 10, ("f",)),  # a function's own constants stay inside it
+    ]
+
+
 def test_a_script_without_extension_is_cut_by_its_shebang() -> None:
     text = "#!/usr/bin/env bash\nset -e\n\ngreet() {\n  echo hi\n}\n"
     cut = cut_file("bin/greet", text, TINY)
