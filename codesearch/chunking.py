@@ -44,7 +44,7 @@ DEFINITIONS_VERSION = 3
 """Raised whenever definition-aware cutting changes (the language table, node kinds): an
 index made by another version cuts its files again (unchanged chunk texts keep their
 vectors). 2: Python definitions under module-level ``if``/``try`` blocks; 3: ``.h`` files
-that read as C++ are cut as C++."""
+that read as C++ are cut as C++, JS/TS constants and Lua tables are definitions."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -384,7 +384,11 @@ def _lua_classify(node: Node, prefix: str, lang: Language) -> Definition | None:
             return None
         names = next((c for c in statement.named_children if c.type == "variable_list"), None)
         values = next((c for c in statement.named_children if c.type == "expression_list"), None)
-        if names is None or values is None or not any(v.type == "function_definition" for v in values.named_children):
+        # `M.run = function(...)` and `M.defaults = { ... }` define; `local util = require("x")` imports.
+        if names is None or values is None or not any(
+            v.type == "function_definition" or (v.type == "table_constructor" and v.named_child_count)
+            for v in values.named_children
+        ):
             return None
         name = " ".join(text_of(names).split()).replace(":", ".")
         return Definition((name,)) if name and len(name) <= 120 else None

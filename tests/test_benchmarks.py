@@ -171,3 +171,22 @@ def test_export_trees_takes_the_pin_or_records_the_newest_commit(tmp_path: Path)
     assert pinned.pinned and pinned.root == tmp_path / "trees" / "lib" / "sub"
     assert (pinned.root / "a.go").read_text() == "package a\n"
     assert not missing.pinned and missing.exported_revision == head and (missing.root / "top.go").is_file()
+
+
+def test_language_report_sums_each_language_over_the_trees(tmp_path: Path) -> None:
+    import languages
+
+    one, two = tmp_path / "one", tmp_path / "two"
+    (one / "include").mkdir(parents=True)
+    (one / "include" / "buf.h").write_text("namespace io {\nclass Buffer {\n public:\n  int size() const;\n};\n}\n")
+    (one / "main.c").write_text("int main(void) {\n  return 0;\n}\n")
+    two.mkdir()
+    (two / "index.ts").write_text("export { a } from './a';\n")
+    (two / "a.ts").write_text("export const a = 1;\n\nexport function b() {\n  return a;\n}\n")
+    (two / "NOTES").write_text("no language\n")
+    report = languages.language_reports({"one": one, "two": two})
+    assert list(report) == ["c", "cpp", "typescript"]  # the header reads as C++; files of no language are left out
+    assert report["cpp"]["repos"] == ["one"] and report["cpp"]["symbol_share"] == 1.0
+    ts = report["typescript"]
+    assert (ts["files"], ts["chunks"], ts["with_symbols"]) == (2, 2, 1)  # the re-export file names nothing
+    assert ts["symbol_share"] == 0.5 and ts["fallbacks"] == {}
