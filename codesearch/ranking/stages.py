@@ -138,7 +138,9 @@ def boost_path_words(scores: Scores, profile: QueryProfile, facts: IndexFacts, r
     Each query word weighs its inverse file frequency over the repository's
     path words (``middleware`` in a folder of forty middlewares says little),
     and a file gains ``path_boost * top`` times the weighted share of the
-    query's words its path holds (below 10% nothing).
+    query's words its path holds (below 10% nothing). A file the query calls
+    by its whole name gains ``path_name_boost * top`` more, on its best
+    candidate.
     """
     words = profile.words
     if profile.is_symbol or not words:
@@ -147,10 +149,8 @@ def boost_path_words(scores: Scores, profile: QueryProfile, facts: IndexFacts, r
     matches = {word: facts.files_matching(word) for word in words}
     weights = {word: math.log((n_files + 1) / (len(files) + 1)) for word, files in matches.items()}
     total = sum(weights.values())
-    if total <= 0:
-        return
     shares: dict[int, float] = {}
-    for chunk in list(scores):
+    for chunk in list(scores) if total > 0 else ():
         number = int(facts.file_of[chunk])
         share = shares.get(number)
         if share is None:
