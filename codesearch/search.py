@@ -29,7 +29,6 @@ import threading
 import time
 import warnings
 from collections.abc import Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -255,7 +254,6 @@ class CodeSearch:
         self._loaded: _LoadedIndex | None = None
         self._loaded_token: bytes | None = None
         self._cancel = threading.Event()
-        self._query_pool: ThreadPoolExecutor | None = None
 
     # -- models ----------------------------------------------------------------
 
@@ -629,33 +627,22 @@ class CodeSearch:
         wanted = self.refresh if refresh is None else refresh
         # Refreshing embeds changed chunks, so it needs this searcher's model to be the index's.
         stat_pass = not built and wanted and self._same_model(loaded.manifest)
-        tier: str = "keyword"
-        query_vector: Any = None
-        if mode != "bm25":
-            tier, embedder = self._semantic_tier(loaded)
-            # The stat pass and the query's embedding both wait on the OS or onnxruntime, not on Python:
-            # run them side by side.
-            query_vector = self._pool().submit(embedder.embed_query, query) if stat_pass else embedder.embed_query(query)
         refreshed = self._refresh() if stat_pass else 0
         if refreshed:
             loaded = self._ensure_loaded()
         mask = None if where.is_unrestricted else where.mask(loaded.paths, loaded.kinds)
         lists: dict[str, np.ndarray] = {}
         vectors: np.ndarray | None = None
+        tier = "keyword"
         if mode != "dense":
             lists["bm25"] = loaded.bm25.score(query)
         if mode != "bm25":
-            vector = query_vector.result() if hasattr(query_vector, "result") else query_vector
+            tier, embedder = self._semantic_tier(loaded)
             vectors = loaded.vectors if tier == "full" else loaded.static
-            lists["dense" if tier == "full" else "static"] = vectors @ vector  # type: ignore[operator]
+            lists["dense" if tier == "full" else "static"] = vectors @ embedder.embed_query(query)  # type: ignore[operator]
         self.last_search = SearchInfo(tier, refreshed, built, time.perf_counter() - started)
         ranked = rank(query, lists, loaded.facts, ranking, k, mask, vectors)
         return [loaded.hit(i, score) for i, score in ranked]
-
-    def _pool(self) -> ThreadPoolExecutor:
-        if self._query_pool is None:
-            self._query_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="codesearch-query")
-        return self._query_pool
 
     def _semantic_tier(self, loaded: _LoadedIndex) -> tuple[str, TextEmbedder]:
         """The best embedding tier the index has (transformer, else static) and the embedder for its queries."""
