@@ -29,7 +29,7 @@ from typing import Any
 
 from codesearch.exceptions import CodeSearchError, IndexCancelledError
 from codesearch.locations import parse_location
-from codesearch.search import MODES, CodeSearch, Hit
+from codesearch.search import CodeSearch, Hit
 
 log = logging.getLogger(__name__)
 
@@ -123,12 +123,6 @@ def _trim(hit: Hit, max_lines: int) -> dict[str, Any]:
     return data
 
 
-def _checked_k(k: int) -> int:
-    if k < 1:
-        raise ToolInputError(f"k must be at least 1, got {k}")
-    return k
-
-
 def _checked_lines(max_lines: int) -> int:
     if max_lines < 0:
         raise ToolInputError(f"max_lines must be 0 or more, got {max_lines}")
@@ -144,13 +138,8 @@ def _strings(value: str | list[str] | None) -> list[str]:
 def tool_search(ws: Workspace, query: str, repo: str | None = None, k: int = 10, mode: str = "hybrid",
                 scope: str | None = None, include: list[str] | None = None, exclude: list[str] | None = None,
                 kinds: list[str] | None = None, max_lines: int = 40) -> dict[str, Any]:
-    """The ``search`` tool."""
-    if mode not in MODES:
-        raise ToolInputError(f"unknown mode {mode!r}; use one of {', '.join(MODES)}")
-    _checked_k(k)
+    """The ``search`` tool (mode, k and the query are checked by :meth:`CodeSearch.search` itself)."""
     _checked_lines(max_lines)
-    if not query.strip():
-        raise ToolInputError("the query is empty; give words, a question or an identifier")
     cs, lock = ws.searcher(repo)
     with lock:
         ws.pause_upgrade_for_changes(cs)
@@ -164,14 +153,11 @@ def tool_search(ws: Workspace, query: str, repo: str | None = None, k: int = 10,
 
 def tool_find_related(ws: Workspace, location: str, repo: str | None = None, k: int = 10,
                       max_lines: int = 40) -> dict[str, Any]:
-    """The ``find_related`` tool."""
-    _checked_k(k)
+    """The ``find_related`` tool (k, and a path outside the repository, are checked by :meth:`CodeSearch.related`)."""
     _checked_lines(max_lines)
     path, line = parse_location(location)
     cs, lock = ws.searcher(repo)
     with lock:
-        if os.path.isabs(path):
-            path = cs._relative(path)
         hits = cs.related(path, line, k=k)
     return {"repo": str(cs.root), "location": location, "hits": [_trim(h, max_lines) for h in hits]}
 

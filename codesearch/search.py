@@ -49,7 +49,7 @@ from codesearch.exceptions import (
 )
 from codesearch.keyword import BM25
 from codesearch.ranking import DEFAULT_PRIORS, IndexFacts, Ranking, rank, resolve_ranking
-from codesearch.scan import changed_files, scan
+from codesearch.scan import Changes, changed_files, scan
 from codesearch.scope import Scope, kind_of
 from codesearch.store import IndexSnapshot, IndexStore, default_index_dir
 
@@ -525,18 +525,18 @@ class CodeSearch:
 
     # -- freshness ---------------------------------------------------------------
 
-    def changes(self) -> Any:
+    def changes(self) -> Changes:
         """Files changed on disk since the stored index (added, modified, removed), found by a stat pass alone.
 
         Returns:
-            A :class:`codesearch.scan.Changes`; empty when there is no index yet.
+            Empty when there is no index yet.
         """
-        from codesearch.scan import Changes
-
         if not self.store.exists():
             return Changes()
-        manifest = self._ensure_loaded().manifest
-        return changed_files(self.root, manifest.get("stats", {}), use_ignore_files=self.use_ignore_files,
+        return self._changed_since(self._ensure_loaded().manifest.get("stats", {}))
+
+    def _changed_since(self, known: dict[str, Any]) -> Changes:
+        return changed_files(self.root, known, use_ignore_files=self.use_ignore_files,
                              exclude_dirs=[self.store.directory])
 
     def _refresh(self) -> int:
@@ -544,9 +544,8 @@ class CodeSearch:
         loaded = self._ensure_loaded()
         known = loaded.manifest.get("stats")
         if known is None:
-            return 0
-        found = changed_files(self.root, known, use_ignore_files=self.use_ignore_files,
-                              exclude_dirs=[self.store.directory])
+            return 0  # an index from before the stat pass: `codesearch index` brings it up to date
+        found = self._changed_since(known)
         if not found:
             return 0
         tier = loaded.manifest.get("tier") or ("full" if loaded.vectors is not None else "static")
