@@ -110,11 +110,16 @@ def index_options(command: F) -> F:
     return command
 
 
+def _model(name: str) -> str | None:
+    """``--model none`` is the keyword-only searcher."""
+    return None if name.lower() == "none" else name
+
+
 def _searcher(path: str, model: str, index_dir: str | None, int8: bool, no_ignore: bool = False, **options: Any):  # type: ignore[no-untyped-def]
     from codesearch.search import CodeSearch
 
-    return CodeSearch(path, model=None if model.lower() == "none" else model, index_dir=index_dir, int8=int8,
-                      use_ignore_files=not no_ignore, **options)
+    return CodeSearch(path, model=_model(model), index_dir=index_dir, int8=int8, use_ignore_files=not no_ignore,
+                      **options)
 
 
 @main.command()
@@ -195,7 +200,7 @@ def search(
     else:
         from codesearch.multi import MultiSearch
 
-        multi = MultiSearch(paths, model=None if model.lower() == "none" else model, int8=int8, progress=not as_json)
+        multi = MultiSearch(paths, model=_model(model), int8=int8, progress=not as_json)
         hits = multi.search(query, **options)
         infos = [(str(s.root), info) for s, info in zip(multi.searchers, multi.last_search)]
     tiers = {root: info.tier if info else None for root, info in infos}
@@ -274,7 +279,7 @@ def mcp(paths: tuple[str, ...], model: str, index_dir: str | None, int8: bool) -
     """
     from codesearch.mcp_server import serve
 
-    serve(list(paths) or ["."], model=None if model.lower() == "none" else model, int8=int8, index_dir=index_dir)
+    serve(list(paths) or ["."], model=_model(model), int8=int8, index_dir=index_dir)
 
 
 @main.command()

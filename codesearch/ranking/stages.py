@@ -17,7 +17,7 @@ import numpy as np
 
 from codesearch.keyword import top_k
 from codesearch.ranking.config import Ranking
-from codesearch.ranking.facts import IndexFacts
+from codesearch.ranking.facts import IndexFacts, squash_name
 from codesearch.ranking.query import QueryProfile
 
 Scores = dict[int, float]
@@ -87,7 +87,7 @@ def fuse(ranked: Mapping[str, Sequence[int]], weights: Mapping[str, float], rrf_
 def _stem_matches(stem: str, name: str) -> bool:
     """Whether a file stem names a symbol: ``http_client`` / ``httpclient`` / ``HttpClients`` for ``HttpClient``."""
     stem, name = stem.lower(), name.lower()
-    squashed = stem.replace("_", "").replace("-", "")
+    squashed = squash_name(stem)
     return name in (stem, squashed, stem.rstrip("s"), squashed.rstrip("s"))
 
 
