@@ -116,6 +116,19 @@ def score_semble(repo: Repo, raw: dict[str, Any]) -> dict[str, Any]:
 # -- codesearch -------------------------------------------------------------------
 
 
+def warm_p50_ms(cs: CodeSearch, repo: Repo, *, refresh: bool) -> float:
+    """Median over the repository's queries of each query's median of ``LATENCY_RUNS`` warm searches."""
+    per_query = []
+    for task in repo.tasks:
+        timings = []
+        for _ in range(LATENCY_RUNS):
+            started = time.perf_counter()
+            cs.search(task.query, k=TOP_K, refresh=refresh)
+            timings.append((time.perf_counter() - started) * 1000)
+        per_query.append(statistics.median(timings))
+    return statistics.median(per_query)
+
+
 def run_codesearch(repo: Repo, index_root: Path, int8: bool, rankings: dict[str, Ranking]) -> dict[str, Any]:
     """Build a fresh index of ``repo`` and score every ranking on its tasks."""
     index_dir = index_root / f"{repo.name}-{'int8' if int8 else 'fp32'}"
@@ -129,29 +142,16 @@ def run_codesearch(repo: Repo, index_root: Path, int8: bool, rankings: dict[str,
     out: dict[str, Any] = {"index_s": index_s, "chunks": report.chunks, "rankings": {}}
     for name, ranking in rankings.items():
         cs.ranking = ranking
-        per_query, latencies = [], []
-        for task in repo.tasks:
-            timings, hits = [], []
-            for _ in range(LATENCY_RUNS if name == "default" else 1):
-                t0 = time.perf_counter()
-                hits = cs.search(task.query, k=TOP_K)
-                timings.append((time.perf_counter() - t0) * 1000)
-            latencies.append(statistics.median(timings))
-            per_query.append(ndcg_at_10([(h.path, h.start_line, h.end_line) for h in hits], task.targets, indexed))
+        per_query = [
+            ndcg_at_10([(h.path, h.start_line, h.end_line) for h in cs.search(task.query, k=TOP_K)], task.targets,
+                       indexed)
+            for task in repo.tasks
+        ]
         out["rankings"][name] = {"ndcg10": statistics.fmean(per_query), "per_query": per_query}
-        if name == "default":
-            out["p50_ms"] = statistics.median(latencies)
-            # The same warm queries without the stat pass that keeps the index fresh (semble has none).
-            quiet = []
-            for task in repo.tasks:
-                timings = []
-                for _ in range(LATENCY_RUNS):
-                    t0 = time.perf_counter()
-                    cs.search(task.query, k=TOP_K, refresh=False)
-                    timings.append((time.perf_counter() - t0) * 1000)
-                quiet.append(statistics.median(timings))
-            out["p50_norefresh_ms"] = statistics.median(quiet)
     cs.ranking = DEFAULT
+    out["p50_ms"] = warm_p50_ms(cs, repo, refresh=True)
+    # The same warm queries without the stat pass that keeps the index fresh (semble has none).
+    out["p50_norefresh_ms"] = warm_p50_ms(cs, repo, refresh=False)
     return out
 
 

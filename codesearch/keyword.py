@@ -324,10 +324,11 @@ class BM25:
             raise ValueError(f"BM25 epsilon must be a finite number >= 0 (0.25 is usual), got {eps!r}")
 
     def __sklearn_is_fitted__(self) -> bool:
+        """scikit-learn's fitted check (``check_is_fitted``), also used here."""
         return hasattr(self, "postings_")
 
     def _check_fitted(self) -> None:
-        if not hasattr(self, "postings_"):
+        if not self.__sklearn_is_fitted__():
             raise NotFittedError(
                 "This BM25 instance is not fitted yet; call fit(documents) first, "
                 "or load a fitted one with BM25.from_arrays(arrays)"
