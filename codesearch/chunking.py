@@ -38,7 +38,7 @@ OVERLAP_TOKENS = 80
 CHARS_PER_TOKEN = 4
 DEFINITION_TARGET_TOKENS = 400
 """The budget of definition-aware chunks: smaller than the line windows' 700, since a
-definition needs no neighbours for context and the model reads only its first 256
+definition needs no neighbours for context and the transformer reads only its first
 tokens (measured on the peer benchmark: NDCG@10 0.858 at 700, 0.864 at 400)."""
 DEFINITIONS_VERSION = 3
 """Raised whenever definition-aware cutting changes (the language table, node kinds): an

@@ -50,7 +50,7 @@ def test_onnx_matches_sentence_transformers_on_real_code(  # type: ignore[no-unt
     assert cosines.min() >= 0.9999, cosines.min()
     np.testing.assert_allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-5)
     report = minilm_embedder.last_report
-    assert report.chunks == len(embed_code_chunks) and report.truncated > 50  # most chunks exceed 256 tokens
+    assert report.chunks == len(embed_code_chunks) and report.truncated > 50  # most chunks exceed 128 tokens
 
 
 @pytest.mark.slow
@@ -64,7 +64,8 @@ def test_pooling_is_the_mask_weighted_mean_before_normalising(  # type: ignore[n
     texts = embed_code_chunks[:8] + [t[:200] for t in embed_code_chunks[:8]]  # padded in torch
     folder = minilm_embedder.spec.local_path()
     tokenizer, model = AutoTokenizer.from_pretrained(folder), AutoModel.from_pretrained(folder).eval()
-    batch = tokenizer(texts, truncation=True, max_length=256, padding=True, return_tensors="pt")
+    batch = tokenizer(texts, truncation=True, max_length=minilm_embedder.spec.max_length, padding=True,
+                      return_tensors="pt")
     with torch.no_grad():
         hidden = model(**batch).last_hidden_state
     mask = batch["attention_mask"].unsqueeze(-1).float()
@@ -89,13 +90,14 @@ def test_truncation_and_token_counts_follow_the_models_tokenizer(  # type: ignor
     texts = embed_code_chunks[:40]
     counts = minilm_embedder.token_counts(texts)
     assert counts.tolist() == [len(tokenizer(t)["input_ids"]) for t in texts]
+    limit = minilm_embedder.spec.max_length
     ids, _ = minilm_embedder._encoder.tokenize(texts)
-    assert ids == [tokenizer(t, truncation=True, max_length=256)["input_ids"] for t in texts]
+    assert ids == [tokenizer(t, truncation=True, max_length=limit)["input_ids"] for t in texts]
     minilm_embedder.embed_documents(texts)
     report = minilm_embedder.last_report
-    assert report.truncated == int((counts > 256).sum()) > 0
+    assert report.truncated == int((counts > limit).sum()) > 0
     assert report.max_tokens == counts.max() and report.median_tokens == float(np.median(counts))
-    assert report.tokens == int(np.minimum(counts, 256).sum()) and report.seconds > 0
+    assert report.tokens == int(np.minimum(counts, limit).sum()) and report.seconds > 0
 
 
 @pytest.mark.slow
@@ -151,7 +153,7 @@ def test_fingerprint_identifies_graph_tokenizer_and_settings(  # type: ignore[no
     assert len(fingerprint) == 64 and int(fingerprint, 16) >= 0
     assert Embedder("minilm", export_progress=False).fingerprint == fingerprint
     assert minilm_int8_embedder.fingerprint != fingerprint
-    for change in ({"max_length": 128}, {"query_prefix": "q: "}, {"pooling": "cls"}, {"normalize": False}):
+    for change in ({"max_length": 64}, {"query_prefix": "q: "}, {"pooling": "cls"}, {"normalize": False}):
         assert Embedder(resolve_model("minilm", **change), export_progress=False).fingerprint != fingerprint
     assert minilm_embedder.dim == 384 and minilm_embedder.spec.name == "minilm"
 
