@@ -11,6 +11,7 @@ the retrievers' scales and no boost compounds another.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -227,21 +228,30 @@ def diversify(scores: Scores, facts: IndexFacts, ranking: Ranking, evidence: Sco
     is never decayed.
     """
     low, high = ranking.diversity_similar
+    walk = ordered(scores)
+    files = [int(facts.file_of[chunk]) for chunk, _ in walk]
+    # The cosines among candidates that share a file, in one product (not one per repeated chunk).
+    shared = Counter(files)
+    rows = {place: row for row, place in enumerate(p for p, number in enumerate(files) if shared[number] > 1)}
+    cosines: list[list[float]] = []
+    if vectors is not None and rows:
+        picked = vectors[[walk[place][0] for place in rows]]
+        cosines = (picked @ picked.T).tolist()
     listed: dict[int, list[int]] = {}
     top = max(evidence.values(), default=0.0) if evidence else 0.0
     out: list[tuple[int, float]] = []
-    for chunk, score in ordered(scores):
-        number = int(facts.file_of[chunk])
-        above = listed.setdefault(number, [])
+    for place, (chunk, score) in enumerate(walk):
+        above = listed.setdefault(files[place], [])
         n = len(above)
-        above.append(chunk)
+        above.append(place)
         strong = evidence is not None and top > 0 and evidence.get(chunk, 0.0) >= ranking.diversity_hold * top
         if n < ranking.diversity_free or strong:
             out.append((chunk, score))
             continue
         repeats = 1.0
-        if vectors is not None:
-            similarity = float(np.max(vectors[above[:-1]] @ vectors[chunk]))
+        if cosines:
+            row = cosines[rows[place]]
+            similarity = max(row[rows[other]] for other in above[:-1])
             repeats = min(1.0, max(0.0, (similarity - low) / (high - low)))
         out.append((chunk, score * ranking.diversity_decay ** ((n - ranking.diversity_free + 1) * repeats)))
     out.sort(key=lambda item: (-item[1], item[0]))
