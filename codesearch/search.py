@@ -31,6 +31,7 @@ import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
+from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -68,6 +69,23 @@ CHECKPOINT_EVERY = 128
 _BM25_PREFIX = "bm25_"
 _DENSE = "vectors"
 _STATIC = "static_vectors"
+@lru_cache(maxsize=1)
+def _blas_controller() -> Any:
+    from threadpoolctl import ThreadpoolController
+
+    return ThreadpoolController()
+
+
+def _one_blas_thread() -> Any:
+    """A context in which numpy's BLAS runs on one thread.
+
+    A query's products are small, and OpenBLAS's threads keep spinning after
+    one: on a loaded machine they took the cores from onnxruntime's query
+    embedding (gson p50 15-32 ms against 6-7 ms on one BLAS thread, same run).
+    """
+    return _blas_controller().limit(limits=1, user_api="blas")
+
+
 _KEYWORD_ONLY = "this searcher is keyword-only (model=None); pass a model to embed, or search with mode='bm25'"
 
 
@@ -633,14 +651,15 @@ class CodeSearch:
         lists: dict[str, np.ndarray] = {}
         vectors: np.ndarray | None = None
         tier = "keyword"
-        if mode != "dense":
-            lists["bm25"] = loaded.bm25.score(query)
-        if mode != "bm25":
-            tier, embedder = self._semantic_tier(loaded)
-            vectors = loaded.vectors if tier == "full" else loaded.static
-            lists["dense" if tier == "full" else "static"] = vectors @ embedder.embed_query(query)  # type: ignore[operator]
-        self.last_search = SearchInfo(tier, refreshed, built, time.perf_counter() - started)
-        ranked = rank(query, lists, loaded.facts, ranking, k, mask, vectors)
+        with _one_blas_thread():
+            if mode != "dense":
+                lists["bm25"] = loaded.bm25.score(query)
+            if mode != "bm25":
+                tier, embedder = self._semantic_tier(loaded)
+                vectors = loaded.vectors if tier == "full" else loaded.static
+                lists["dense" if tier == "full" else "static"] = vectors @ embedder.embed_query(query)  # type: ignore[operator]
+            self.last_search = SearchInfo(tier, refreshed, built, time.perf_counter() - started)
+            ranked = rank(query, lists, loaded.facts, ranking, k, mask, vectors)
         return [loaded.hit(i, score) for i, score in ranked]
 
     def _semantic_tier(self, loaded: _LoadedIndex) -> tuple[str, TextEmbedder]:
@@ -689,7 +708,8 @@ class CodeSearch:
         vectors = loaded.vectors if loaded.vectors is not None else loaded.static
         if vectors is None:
             raise ModelNotAvailableError(f"the index at {self.store.directory} is keyword-only; related code needs vectors")
-        scores = vectors @ vectors[seed]
+        with _one_blas_thread():
+            scores = vectors @ vectors[seed]
         scores[seed] = -np.inf
         order = np.argsort(-scores, kind="stable")[:k]
         return [loaded.hit(int(i), float(scores[i])) for i in order if np.isfinite(scores[i])]

@@ -238,3 +238,30 @@ def test_requests_edit_that_shifts_lines_stays_local_with_definition_chunks(requ
     report = cs.index()
     assert 1 <= report.embedded <= 2, report
     assert report.chunks == first.chunks and report.reused == first.chunks - report.embedded
+
+
+def test_a_query_runs_numpys_blas_on_one_thread_and_gives_the_threads_back(
+    repo: Path, tmp_path: Path, hashing_embedder: HashingEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+
+    def blas_threads() -> set[int]:
+        return {pool["num_threads"] for pool in threadpoolctl.threadpool_info() if pool["user_api"] == "blas"}
+
+    before = blas_threads()
+    if not before:
+        pytest.skip("numpy here has no BLAS that threadpoolctl knows")
+    cs = _cs(repo, tmp_path, hashing_embedder)
+    cs.index()
+    during: list[set[int]] = []
+    real_rank = search_module.rank
+
+    def spy(*args, **kwargs):  # type: ignore[no-untyped-def]
+        during.append(blas_threads())
+        return real_rank(*args, **kwargs)
+
+    monkeypatch.setattr(search_module, "rank", spy)
+    with threadpoolctl.threadpool_limits(2, "blas"):  # as on any machine with cores to spare
+        assert cs.search("get_netrc_auth from netrc", k=2)[0].path == "src/pkg/utils.py"
+        assert during == [{1}] and blas_threads() == {2}
+    assert blas_threads() == before
