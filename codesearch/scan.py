@@ -28,6 +28,7 @@ import codecs
 import hashlib
 import os
 import stat
+import time
 from collections import Counter
 from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -41,6 +42,9 @@ from codesearch.exceptions import RootNotFoundError
 MAX_FILE_BYTES = 1 << 20
 SNIFF_BYTES = 512
 IGNORE_FILES = (".gitignore", ".codesearchignore")
+RACY_NS = 2_000_000_000
+"""A folder or ignore file changed this recently before the walk read it is not trusted to show a
+later change in its mtime (timestamps advance in coarse ticks): a stat pass walks again while so."""
 
 SKIP_DIRS = frozenset(
     {
@@ -139,6 +143,11 @@ class ScanResult:
         stats: ``path -> (size, mtime_ns)`` of every file that was read
             (indexed, or found binary or unreadable by its content): what
             :func:`changed_files` compares later without reading anything.
+        walk_stats: what the walk itself depended on: each folder entered
+            (``"/"`` for the root, ``"src/pkg/"`` ...) -> ``(0, mtime_ns)``, and
+            each ignore file in force -> ``(size, mtime_ns)``; ``mtime_ns`` is
+            -1 when it was too recent to trust. While all are unchanged, a walk
+            would meet the same files, so :func:`changed_files` only stats those.
     """
 
     root: Path
@@ -147,6 +156,7 @@ class ScanResult:
     skipped: Counter[str] = field(default_factory=Counter)
     skipped_paths: list[tuple[str, str]] = field(default_factory=list)
     stats: dict[str, tuple[int, int]] = field(default_factory=dict)
+    walk_stats: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     @property
     def bytes(self) -> int:
@@ -278,12 +288,20 @@ def _walk(
     excluded: frozenset[Path],
 ) -> None:
     try:
+        # Stat'ed before it is listed: an entry added after the listing moves its mtime past this one.
+        result.walk_stats[f"{rel_folder}/"] = _trusted(0, os.stat(folder).st_mtime_ns)
         entries = sorted(os.scandir(folder), key=lambda e: e.name)
     except OSError:
         result._skip(rel_folder or ".", SkipReason.UNREADABLE)
         return
     for entry in entries:
         rel = f"{rel_folder}/{entry.name}" if rel_folder else entry.name
+        if use_ignore_files and entry.name in IGNORE_FILES:
+            try:
+                ignore_file = entry.stat()
+                result.walk_stats[rel] = _trusted(ignore_file.st_size, ignore_file.st_mtime_ns)
+            except OSError:
+                result.walk_stats[rel] = (0, -1)
         try:
             is_link = entry.is_symlink()
             is_dir = entry.is_dir(follow_symlinks=True)
@@ -346,6 +364,25 @@ def _walk(
                                        info.st_mtime_ns))
 
 
+def _trusted(size: int, mtime_ns: int) -> tuple[int, int]:
+    """``(size, mtime_ns)``, with -1 for an mtime too recent to show a later change."""
+    return (size, -1 if time.time_ns() - mtime_ns < RACY_NS else mtime_ns)
+
+
+def _walk_unchanged(root: str, walk_stats: Mapping[str, Sequence[int]]) -> bool:
+    """Whether every folder and ignore file a walk depended on is as it was (so it would meet the same files)."""
+    for rel, (size, mtime_ns) in walk_stats.items():
+        if mtime_ns < 0:
+            return False
+        try:
+            info = os.stat(f"{root}/{rel}")
+        except OSError:
+            return False
+        if info.st_mtime_ns != mtime_ns or (not rel.endswith("/") and info.st_size != size):
+            return False
+    return True
+
+
 def _file_reason(
     entry: os.DirEntry[str], rel: str, rules: _IgnoreRules, max_file_bytes: int
 ) -> tuple[str | None, os.stat_result | None]:
@@ -391,12 +428,17 @@ def changed_files(
     follow_symlinks: bool = False,
     max_file_bytes: int = MAX_FILE_BYTES,
     exclude_dirs: Iterable[str | os.PathLike[str]] = (),
+    walk_stats: Mapping[str, Sequence[int]] | None = None,
 ) -> Changes:
     """Compare the files under ``root`` with ``known`` (``path -> (size, mtime_ns)``, as :attr:`ScanResult.stats`).
 
-    The walk applies the folder rules of :func:`scan`; a file already known is
-    only stat'ed, and only a new one is checked against the file rules. No
-    file is read, so this is cheap enough to run before every search.
+    With ``walk_stats`` (:attr:`ScanResult.walk_stats` of the same scan) and
+    no folder or ignore file changed since, no folder is listed: only the
+    known files are stat'ed (a file added, removed or renamed changes its
+    folder's mtime). Otherwise the walk applies the folder rules of
+    :func:`scan`; a file already known is only stat'ed, and only a new one is
+    checked against the file rules. No file is read, so this is cheap enough
+    to run before every search.
 
     Raises:
         RootNotFoundError: if ``root`` does not exist or is not a folder.
@@ -405,6 +447,8 @@ def changed_files(
     if not root_path.is_dir():
         raise RootNotFoundError(f"{'not a directory' if root_path.exists() else 'path does not exist'}: {root}")
     real_root = root_path.resolve()
+    if walk_stats and _walk_unchanged(str(real_root), walk_stats):
+        return _known_changes(str(real_root), known)
     excluded = frozenset(str(Path(d).resolve()) for d in exclude_dirs)
     added: list[str] = []
     modified: list[str] = []
@@ -459,6 +503,22 @@ def changed_files(
                 added.append(rel)
     removed = [path for path in known if path not in seen] if len(seen) != len(known) else []
     return Changes(tuple(sorted(added)), tuple(sorted(modified)), tuple(sorted(removed)))
+
+
+def _known_changes(root: str, known: Mapping[str, Sequence[int]]) -> Changes:
+    """The known files modified or gone, by one stat each."""
+    modified: list[str] = []
+    removed: list[str] = []
+    stat_path = os.stat
+    for rel, (size, mtime_ns) in known.items():
+        try:
+            info = stat_path(f"{root}/{rel}")
+        except OSError:
+            removed.append(rel)
+            continue
+        if info.st_mtime_ns != mtime_ns or info.st_size != size:
+            modified.append(rel)
+    return Changes((), tuple(sorted(modified)), tuple(sorted(removed)))
 
 
 __all__ = ["Changes", "ScanResult", "SkipReason", "SourceFile", "changed_files", "decode_bytes", "scan"]

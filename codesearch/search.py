@@ -435,6 +435,7 @@ class CodeSearch:
             "chunker": self._chunker_facts(),
             "files": {f.path: f.sha256 for f in result.files},
             "stats": {path: list(stat) for path, stat in result.stats.items()},
+            "walk_stats": {path: list(stat) for path, stat in result.walk_stats.items()},
             "use_ignore_files": self.use_ignore_files,
             "counts": {"files": len(result.files), "chunks": len(chunks)},
             "updated": now,
@@ -551,19 +552,18 @@ class CodeSearch:
         """
         if not self.store.exists():
             return Changes()
-        return self._changed_since(self._ensure_loaded().manifest.get("stats", {}))
+        return self._changed_since(self._ensure_loaded().manifest)
 
-    def _changed_since(self, known: dict[str, Any]) -> Changes:
-        return changed_files(self.root, known, use_ignore_files=self.use_ignore_files,
-                             exclude_dirs=[self.store.directory])
+    def _changed_since(self, manifest: dict[str, Any]) -> Changes:
+        return changed_files(self.root, manifest.get("stats", {}), use_ignore_files=self.use_ignore_files,
+                             exclude_dirs=[self.store.directory], walk_stats=manifest.get("walk_stats"))
 
     def _refresh(self) -> int:
         """Re-index changed files before a search; 0 when nothing changed or another writer is busy."""
         loaded = self._ensure_loaded()
-        known = loaded.manifest.get("stats")
-        if known is None:
+        if loaded.manifest.get("stats") is None:
             return 0  # an index from before the stat pass: `codesearch index` brings it up to date
-        found = self._changed_since(known)
+        found = self._changed_since(loaded.manifest)
         if not found:
             return 0
         tier = loaded.manifest.get("tier") or ("full" if loaded.vectors is not None else "static")

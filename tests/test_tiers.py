@@ -137,6 +137,89 @@ def test_changed_files_finds_added_modified_and_removed_without_reading(repo: Pa
     assert len(found) == 4 and found
 
 
+def _settled(root: Path) -> None:
+    """Date every folder and ignore file a minute back, as a repository's are older than its last index."""
+    past = time.time() - 60
+    for path in [root, *(p for p in root.rglob("*") if p.is_dir() or p.name == ".gitignore")]:
+        os.utime(path, (past, past))
+
+
+def _no_listing(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*args: object) -> None:
+        raise AssertionError("a folder was listed")
+
+    monkeypatch.setattr(os, "scandir", refuse)
+
+
+def _counting_listings(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    listed: list[object] = []
+    real = os.scandir
+
+    def counting(path):  # type: ignore[no-untyped-def]
+        listed.append(path)
+        return real(path)
+
+    monkeypatch.setattr(os, "scandir", counting)
+    return listed
+
+
+def test_the_stat_pass_lists_no_folder_while_no_folder_or_ignore_file_changed(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (repo / ".gitignore").write_text("ignored.py\n")
+    _settled(repo)
+    scanned = scan(repo)
+    assert set(scanned.walk_stats) == {"/", "pkg/", ".gitignore"}
+    assert all(mtime > 0 for _, mtime in scanned.walk_stats.values())
+    folder_mtime = (repo / "pkg").stat().st_mtime_ns
+    _touch_later(repo / "pkg" / "utils.py", UTILS + "# edited in place\n")
+    assert (repo / "pkg").stat().st_mtime_ns == folder_mtime  # an in-place edit leaves its folder as it was
+    with monkeypatch.context() as patch:
+        _no_listing(patch)
+        found = changed_files(repo, scanned.stats, walk_stats=scanned.walk_stats)
+    assert (found.added, found.modified, found.removed) == ((), ("pkg/utils.py",), ())
+
+
+def test_an_added_file_or_an_edited_ignore_file_makes_the_stat_pass_walk_again(repo: Path) -> None:
+    (repo / ".gitignore").write_text("ignored.py\n")
+    (repo / "pkg" / "ignored.py").write_text("y = 2\n")
+    _settled(repo)
+    scanned = scan(repo)
+    assert "pkg/ignored.py" not in scanned.stats
+    (repo / "pkg" / "new.py").write_text("x = 1\n")  # the folder's mtime moves: it is listed again
+    assert changed_files(repo, scanned.stats, walk_stats=scanned.walk_stats).added == ("pkg/new.py",)
+    (repo / "pkg" / "new.py").unlink()
+    _settled(repo)
+    scanned = scan(repo)
+    _touch_later(repo / ".gitignore", "other.py\n")  # edited in place: no folder's mtime moves
+    _settled(repo)
+    assert changed_files(repo, scanned.stats, walk_stats=scanned.walk_stats).added == ("pkg/ignored.py",)
+
+
+def test_a_folder_changed_just_before_the_scan_is_walked_until_it_settles(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    scanned = scan(repo)  # the fixture's folders were made a moment ago
+    assert scanned.walk_stats["pkg/"] == (0, -1)
+    listed = _counting_listings(monkeypatch)
+    assert not changed_files(repo, scanned.stats, walk_stats=scanned.walk_stats)
+    assert listed  # walked, since a file added in the same clock tick would not have moved the mtime
+
+
+def test_a_search_stats_only_the_known_files_once_the_folders_settled(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cs, _, _ = _two_tier(repo, tmp_path / "index")
+    _settled(repo)
+    cs.index()
+    _touch_later(repo / "pkg" / "utils.py", UTILS + "\ndef in_place_name():\n    pass\n")
+    listed = _counting_listings(monkeypatch)
+    hits = cs.search("in_place_name", k=1, mode="bm25")
+    assert "in_place_name" in hits[0].symbols and cs.last_search is not None and cs.last_search.refreshed == 1
+    in_repo = [path for path in listed if isinstance(path, (str, Path)) and Path(path).is_relative_to(repo)]
+    assert len(in_repo) == 2  # the root and pkg/, by the refresh's scan alone: the stat pass listed neither
+
+
 def test_stat_pass_on_ten_thousand_files(tmp_path: Path) -> None:
     root = tmp_path / "big"
     for d in range(100):
