@@ -48,8 +48,9 @@ def _write_version(root: Path, version: int) -> None:
 
 def _state(snapshot: IndexSnapshot) -> tuple[object, ...]:
     """What must survive a crash: chunks, vectors, BM25 arrays and the file table."""
-    # Left out: when it was written, and the files' modification times (each trial writes the files anew).
-    manifest = {k: v for k, v in snapshot.manifest.items() if k not in ("updated", "stats")}
+    # Left out: when it was written, and the files' and folders' modification times (each trial writes the
+    # files anew).
+    manifest = {k: v for k, v in snapshot.manifest.items() if k not in ("updated", "stats", "walk_stats")}
     arrays = tuple((name, snapshot.arrays[name].tobytes()) for name in sorted(snapshot.arrays))
     return (repr(sorted(manifest.items())), repr(snapshot.chunks), arrays)
 
