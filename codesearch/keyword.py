@@ -335,6 +335,10 @@ class BM25:
             )
 
 
+_ROUNDING = 1e-9
+"""A mean idf at or below this is taken as zero (see :func:`_bm25_weights`)."""
+
+
 def _bm25_weights(
     rows: list[np.ndarray], counts: list[np.ndarray], n_terms: int, k1: float, b: float, epsilon: float
 ) -> tuple[np.ndarray, np.ndarray, float, Postings]:
@@ -356,8 +360,10 @@ def _bm25_weights(
     # rank_bm25 floors negative idf at epsilon * mean(idf). In a corpus of a few
     # documents the mean itself can be negative or zero, and then a document
     # that matches would score below one that matches nothing; there the floor
-    # is epsilon * ln 2 instead (never reached on real repositories).
-    idf[idf < 0] = epsilon * (mean_idf if mean_idf > 0 else math.log(2))
+    # is epsilon * ln 2 instead (never reached on real repositories). A mean that is
+    # zero but for rounding (as many terms in 2 of 5 documents as in 3 of 5) counts
+    # as zero, whatever the sign its last bit came out with.
+    idf[idf < 0] = epsilon * (mean_idf if mean_idf > _ROUNDING else math.log(2))
     norm = k1 * (1 - b + b * doc_len[docs] / avgdl)
     data = idf[terms] * (tf * (k1 + 1) / (tf + norm))
     order = np.lexsort((docs, terms))  # term by term, documents ascending

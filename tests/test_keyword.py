@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 from sklearn.base import clone
 
@@ -52,7 +52,7 @@ def naive_bm25(
     df = Counter(term for d in docs for term in set(d))
     idf = {term: math.log((n - f + 0.5) / (f + 0.5)) for term, f in df.items()}
     mean = sum(idf.values()) / len(idf)
-    floor = epsilon * (mean if mean > 0 else math.log(2))  # codesearch's guard for tiny corpora
+    floor = epsilon * (mean if mean > 1e-9 else math.log(2))  # codesearch's guard for tiny corpora
     idf = {term: (v if v >= 0 else floor) for term, v in idf.items()}
     scores = []
     for d in docs:
@@ -146,11 +146,22 @@ def test_common_term_gets_the_epsilon_floor() -> None:
 _WORDS = st.sampled_from(["foo", "bar", "fooBar", "baz_qux", "HTTPAdapter", "x1", "the", "a", "redirect"])
 
 
+def test_a_mean_idf_that_is_zero_but_for_rounding_floors_at_ln_2() -> None:
+    """Three terms in 3 of 5 documents, three in 2 of 5: the mean idf is 0, its last bit either sign."""
+    docs = ["", "", "fooBar", "fooBar baz_qux", "fooBar baz_qux"]
+    bm25 = BM25().fit(docs)
+    assert bm25.idf_[bm25.vocabulary_["foo"]] == pytest.approx(0.25 * math.log(2))
+    scores = bm25.score("foo")
+    np.testing.assert_allclose(scores, naive_bm25([code_tokens(d) for d in docs], ["foo"]), rtol=0, atol=1e-9)
+    assert scores[2] > scores[3] > 0.1 and scores[0] == 0
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     docs=st.lists(st.lists(_WORDS, max_size=12).map(" ".join), min_size=1, max_size=10),
     query=st.lists(_WORDS, max_size=5).map(" ".join),
 )
+@example(docs=["", "", "fooBar", "fooBar baz_qux", "fooBar baz_qux"], query="foo")
 def test_scores_equal_naive_bm25_property(docs: list[str], query: str) -> None:
     tokenized = [code_tokens(d) for d in docs]
     assume(any(tokenized))
