@@ -44,7 +44,7 @@ BENCHMARKS = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCHMARKS))
 
 from peer_benchmark import distill_semble_model, run_semble, score_semble, table  # noqa: E402
-from peer_data import DEV_REPOSITORIES, Repo, export_trees, load_repos, macro, ndcg_at_10  # noqa: E402
+from peer_data import DEV_REPOSITORIES, Repo, export_trees, indexed_locations, load_repos, macro, query_ndcgs  # noqa: E402
 
 from codesearch import CodeSearch  # noqa: E402
 
@@ -82,11 +82,7 @@ def tier_quality(repo: Repo, index_root: Path) -> dict[str, Any]:
     cs = CodeSearch(repo.root, index_dir=index_dir, refresh=False)
 
     def score() -> float:
-        indexed = [(c["path"], c["start_line"], c["end_line"]) for c in cs.store.load().chunks]
-        return statistics.fmean(
-            ndcg_at_10([(h.path, h.start_line, h.end_line) for h in cs.search(t.query, k=10)], t.targets, indexed)
-            for t in repo.tasks
-        )
+        return statistics.fmean(query_ndcgs(cs, repo, indexed_locations(cs)))
 
     cs.static_embedder  # noqa: B018 - loaded outside the timings
     static_report = cs.index(tier="static")

@@ -35,12 +35,10 @@ BENCHMARKS = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCHMARKS))
 
 from peer_benchmark import table  # noqa: E402
-from peer_data import DEV_REPOSITORIES, Repo, export_trees, load_repos, ndcg_at_10  # noqa: E402
+from peer_data import DEV_REPOSITORIES, Repo, export_trees, indexed_locations, load_repos, query_ndcgs  # noqa: E402
 
 from codesearch import CodeSearch  # noqa: E402
 from codesearch.stats import repo_stats  # noqa: E402
-
-TOP_K = 10
 
 
 def language_reports(roots: dict[str, Path]) -> dict[str, dict[str, Any]]:
@@ -67,12 +65,7 @@ def ndcg(repo: Repo, index_dir: Path, chunking: str) -> float:
     """Mean NDCG@10 over the repository's queries, full tier, for one chunking."""
     cs = CodeSearch(repo.root, index_dir=index_dir, int8=True, chunking=chunking)  # type: ignore[arg-type]
     cs.index()
-    indexed = [(c["path"], c["start_line"], c["end_line"]) for c in cs.store.load().chunks]
-    scores = []
-    for task in repo.tasks:
-        hits = cs.search(task.query, k=TOP_K, refresh=False)
-        scores.append(ndcg_at_10([(h.path, h.start_line, h.end_line) for h in hits], task.targets, indexed))
-    return statistics.fmean(scores)
+    return statistics.fmean(query_ndcgs(cs, repo, indexed_locations(cs), refresh=False))
 
 
 def main(argv: list[str] | None = None) -> int:

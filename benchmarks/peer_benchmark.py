@@ -59,7 +59,16 @@ from typing import Any
 BENCHMARKS = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCHMARKS))
 
-from peer_data import DEV_REPOSITORIES, Repo, export_trees, load_repos, macro, ndcg_at_10  # noqa: E402
+from peer_data import (  # noqa: E402
+    DEV_REPOSITORIES,
+    Repo,
+    export_trees,
+    indexed_locations,
+    load_repos,
+    macro,
+    ndcg_at_10,
+    query_ndcgs,
+)
 
 from codesearch import CodeSearch  # noqa: E402
 from codesearch.ranking import ARTICLE, DEFAULT, STAGES, Ranking  # noqa: E402
@@ -138,15 +147,11 @@ def run_codesearch(repo: Repo, index_root: Path, int8: bool, rankings: dict[str,
     started = time.perf_counter()
     report = cs.index()
     index_s = time.perf_counter() - started
-    indexed = [(c["path"], c["start_line"], c["end_line"]) for c in cs.store.load().chunks]
+    indexed = indexed_locations(cs)
     out: dict[str, Any] = {"index_s": index_s, "chunks": report.chunks, "rankings": {}}
     for name, ranking in rankings.items():
         cs.ranking = ranking
-        per_query = [
-            ndcg_at_10([(h.path, h.start_line, h.end_line) for h in cs.search(task.query, k=TOP_K)], task.targets,
-                       indexed)
-            for task in repo.tasks
-        ]
+        per_query = query_ndcgs(cs, repo, indexed)
         out["rankings"][name] = {"ndcg10": statistics.fmean(per_query), "per_query": per_query}
     cs.ranking = DEFAULT
     out["p50_ms"] = warm_p50_ms(cs, repo, refresh=True)

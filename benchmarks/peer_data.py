@@ -26,6 +26,7 @@ import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 DEV_REPOSITORIES: tuple[str, ...] = (
     "redux", "chi", "gson", "monolog", "rack", "axum", "trpc", "dapper", "ktor",
@@ -197,6 +198,20 @@ def ndcg_at_10(results: Sequence[Location], targets: Sequence[Target], indexed: 
     dcg = sum(1.0 / math.log2(rank + 1) for rank in hit_ranks)
     ideal = sum(1.0 / math.log2(i + 2) for i in range(min(k, len(findable))))
     return dcg / ideal
+
+
+def indexed_locations(searcher: Any) -> list[Location]:
+    """``(path, start, end)`` of every chunk in a :class:`codesearch.CodeSearch`'s stored index."""
+    return [(c["path"], c["start_line"], c["end_line"]) for c in searcher.store.load().chunks]
+
+
+def query_ndcgs(searcher: Any, repo: Repo, indexed: Sequence[Location], **search: Any) -> list[float]:
+    """NDCG@10 of each of ``repo``'s queries, searched top 10 (``search`` goes on to ``search``, e.g. ``refresh``)."""
+    return [
+        ndcg_at_10([(h.path, h.start_line, h.end_line) for h in searcher.search(task.query, k=10, **search)],
+                   task.targets, indexed)
+        for task in repo.tasks
+    ]
 
 
 def macro(values_by_repo: dict[str, float]) -> float:
