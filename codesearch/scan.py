@@ -30,7 +30,7 @@ import os
 import stat
 import time
 from collections import Counter
-from collections.abc import Container, Iterable, Mapping, Sequence
+from collections.abc import Container, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -369,18 +369,18 @@ def _trusted(size: int, mtime_ns: int) -> tuple[int, int]:
     return (size, -1 if time.time_ns() - mtime_ns < RACY_NS else mtime_ns)
 
 
-def _walk_unchanged(root: str, walk_stats: Mapping[str, Sequence[int]]) -> bool:
-    """Whether every folder and ignore file a walk depended on is as it was (so it would meet the same files)."""
-    for rel, (size, mtime_ns) in walk_stats.items():
-        if mtime_ns < 0:
-            return False
+def _stat_differences(root: str, recorded: Mapping[str, Sequence[int]]) -> Iterator[tuple[str, bool]]:
+    """``(path, gone)`` for each recorded path whose stat no longer matches (a folder's size is not compared;
+    an mtime recorded as -1 never matches)."""
+    stat_path = os.stat
+    for rel, (size, mtime_ns) in recorded.items():
         try:
-            info = os.stat(f"{root}/{rel}")
+            info = stat_path(f"{root}/{rel}")
         except OSError:
-            return False
+            yield rel, True
+            continue
         if info.st_mtime_ns != mtime_ns or (not rel.endswith("/") and info.st_size != size):
-            return False
-    return True
+            yield rel, False
 
 
 def _file_reason(
@@ -447,7 +447,8 @@ def changed_files(
     if not root_path.is_dir():
         raise RootNotFoundError(f"{'not a directory' if root_path.exists() else 'path does not exist'}: {root}")
     real_root = root_path.resolve()
-    if walk_stats and _walk_unchanged(str(real_root), walk_stats):
+    # While no folder or ignore file the walk depended on changed, it would meet the same files.
+    if walk_stats and next(_stat_differences(str(real_root), walk_stats), None) is None:
         return _known_changes(str(real_root), known)
     excluded = frozenset(str(Path(d).resolve()) for d in exclude_dirs)
     added: list[str] = []
@@ -509,15 +510,8 @@ def _known_changes(root: str, known: Mapping[str, Sequence[int]]) -> Changes:
     """The known files modified or gone, by one stat each."""
     modified: list[str] = []
     removed: list[str] = []
-    stat_path = os.stat
-    for rel, (size, mtime_ns) in known.items():
-        try:
-            info = stat_path(f"{root}/{rel}")
-        except OSError:
-            removed.append(rel)
-            continue
-        if info.st_mtime_ns != mtime_ns or info.st_size != size:
-            modified.append(rel)
+    for rel, gone in _stat_differences(root, known):
+        (removed if gone else modified).append(rel)
     return Changes((), tuple(sorted(modified)), tuple(sorted(removed)))
 
 
