@@ -53,7 +53,7 @@ from itertools import accumulate
 from typing import TYPE_CHECKING, NamedTuple
 
 from codesearch.chunking import Chunk, ChunkParams, chunk_lines, chunk_text, split_lines
-from codesearch.languages import HEAD_BYTES, LANGUAGES, Definition, Language, language_for
+from codesearch.languages import LANGUAGES, Definition, Language, language_for
 
 if TYPE_CHECKING:  # pragma: no cover
     from tree_sitter import Node, Parser
@@ -151,7 +151,7 @@ def cut_file(path: str, text: str, params: ChunkParams | None = None) -> FileChu
         and, for a file cut into line windows, the reason.
     """
     params = params if params is not None else ChunkParams.for_chunking("definitions")
-    lang = language_for(path, _first_line(text) if text.startswith("#!") else None, text[:HEAD_BYTES])
+    lang = language_for(path, _first_line(text) if text.startswith("#!") else None, text)
     if lang is None:
         return FileChunks(chunk_text(path, text, params), None, NO_LANGUAGE)
     if _parser(lang.name) is None:

@@ -592,22 +592,23 @@ _CPP_HEADER = re.compile(
     re.MULTILINE,
 )
 HEAD_BYTES = 16384
-"""How much of a file's start :func:`language_for` reads to tell a C++ header from a C one."""
+"""How much of a ``.h`` file's start :func:`language_for` reads to tell a C++ header from a C one."""
 
 
-def language_for(path: str, first_line: str | None = None, head: str | None = None) -> Language | None:
+def language_for(path: str, first_line: str | None = None, text: str | None = None) -> Language | None:
     """The language of a file by its extension, its name, or (when it has neither) its ``#!`` line.
 
     Args:
         path: the file's path (``/`` or ``\\`` separated).
         first_line: the file's first line, consulted for a ``#!`` interpreter
             when the file has no extension (``notes.txt`` stays text).
-        head: the start of the file's text (:data:`HEAD_BYTES`), read for
-            the extension C and C++ share: a ``.h`` that reads as C++ is C++.
+        text: the file's text, of which only the first :data:`HEAD_BYTES`
+            characters are read, and only for the extension C and C++ share:
+            a ``.h`` that reads as C++ is C++.
     """
     name = path.replace("\\", "/").rsplit("/", 1)[-1]
     extension = _extension(name)
-    if extension == ".h" and head is not None and _CPP_HEADER.search(head):
+    if extension == ".h" and text is not None and _CPP_HEADER.search(text, 0, HEAD_BYTES):
         return LANGUAGES["cpp"]
     found = _BY_EXTENSION.get(extension) or _BY_FILENAME.get(name)
     if found is None and not extension and first_line and first_line.startswith("#!"):
