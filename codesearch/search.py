@@ -69,6 +69,9 @@ CHECKPOINT_EVERY = 128
 _BM25_PREFIX = "bm25_"
 _DENSE = "vectors"
 _STATIC = "static_vectors"
+_KEYWORD_ONLY = "this searcher is keyword-only (model=None); pass a model to embed, or search with mode='bm25'"
+
+
 @lru_cache(maxsize=1)
 def _blas_controller() -> Any:
     from threadpoolctl import ThreadpoolController
@@ -84,9 +87,6 @@ def _one_blas_thread() -> Any:
     embedding (gson p50 15-32 ms against 6-7 ms on one BLAS thread, same run).
     """
     return _blas_controller().limit(limits=1, user_api="blas")
-
-
-_KEYWORD_ONLY = "this searcher is keyword-only (model=None); pass a model to embed, or search with mode='bm25'"
 
 
 class TextEmbedder(Protocol):

@@ -232,10 +232,11 @@ def diversify(scores: Scores, facts: IndexFacts, ranking: Ranking, evidence: Sco
     files = [int(facts.file_of[chunk]) for chunk, _ in walk]
     # The cosines among candidates that share a file, in one product (not one per repeated chunk).
     shared = Counter(files)
-    rows = {place: row for row, place in enumerate(p for p, number in enumerate(files) if shared[number] > 1)}
+    repeated = [place for place, number in enumerate(files) if shared[number] > 1]
+    rows = {place: row for row, place in enumerate(repeated)}
     cosines: list[list[float]] = []
-    if vectors is not None and rows:
-        picked = vectors[[walk[place][0] for place in rows]]
+    if vectors is not None and repeated:
+        picked = vectors[[walk[place][0] for place in repeated]]
         cosines = (picked @ picked.T).tolist()
     listed: dict[int, list[int]] = {}
     top = max(evidence.values(), default=0.0) if evidence else 0.0
