@@ -127,17 +127,20 @@ def _searcher(path: str, model: str, index_dir: str | None, int8: bool, no_ignor
 @index_options
 @no_ignore_option
 @click.option("--static-only", is_flag=True, help="Only keywords and static vectors: seconds, not minutes.")
+@click.option("--embed-tests/--no-embed-tests", default=None,
+              help="Whether the transformer reads test files too (default: as the index was built; new indexes leave "
+                   "tests to keywords and static vectors).")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 @click.option("--wait", type=click.FloatRange(min=0), default=30.0, show_default=True,
               help="Seconds to wait for another process writing the same index.")
 @json_option
 @reports_errors
 def index(
-    path: str, model: str, index_dir: str | None, int8: bool, no_ignore: bool, static_only: bool, quiet: bool,
-    wait: float, as_json: bool,
+    path: str, model: str, index_dir: str | None, int8: bool, no_ignore: bool, static_only: bool,
+    embed_tests: bool | None, quiet: bool, wait: float, as_json: bool,
 ) -> None:
     """Build the index of PATH, or bring it up to date (only changed chunks are embedded)."""
-    searcher = _searcher(path, model, index_dir, int8, no_ignore)
+    searcher = _searcher(path, model, index_dir, int8, no_ignore, embed_tests=embed_tests)
     searcher.lock_timeout = wait
     report = searcher.index(progress=not quiet and not as_json, tier="static" if static_only else None)
     if as_json:
@@ -146,6 +149,7 @@ def index(
     click.echo(
         f"indexed {report.files:,} files, {report.chunks:,} chunks ({report.tier} tier): {report.embedded:,} embedded, "
         f"{report.reused:,} reused, {report.removed:,} removed in {report.seconds:.1f} s"
+        + (f"; {report.unread:,} test chunks left to keywords and static vectors" if report.unread else "")
     )
 
 

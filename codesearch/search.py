@@ -65,6 +65,8 @@ Tier = Literal["keyword", "static", "full"]
 TIERS: tuple[Tier, ...] = ("keyword", "static", "full")
 DEFAULT_MODEL = "minilm"
 CHECKPOINT_EVERY = 128
+UNREAD_BY_DEFAULT = frozenset({"test"})
+"""Chunk kinds the transformer leaves to keywords and the static tier unless ``embed_tests``."""
 """Chunks embedded between two checkpoints of an index run (also how soon :meth:`CodeSearch.cancel_indexing` acts)."""
 _BM25_PREFIX = "bm25_"
 _DENSE = "vectors"
@@ -149,6 +151,8 @@ class IndexReport:
         chunks: chunks in the index.
         embedded: chunks the transformer embedded (0 for a static-tier build).
         reused: chunks whose vectors were kept.
+        unread: chunks the transformer does not read (test files, unless
+            ``embed_tests``); keywords and the static tier still find them.
         removed: chunks of the previous index that are gone.
         seconds: wall time.
         tier: the tier the index now has (``keyword``, ``static`` or ``full``).
@@ -165,6 +169,7 @@ class IndexReport:
     tier: str = "full"
     static_embedded: int = 0
     changed_files: int = 0
+    unread: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -221,6 +226,11 @@ class CodeSearch:
             :class:`~codesearch.ranking.Ranking`.
         chunk_params: chunk sizes; by default a 400-token budget for definition
             chunks and 700-token line windows (:meth:`ChunkParams.for_chunking`).
+        embed_tests: whether the transformer reads test files too. ``None``
+            (default) keeps the stored index's choice, and for a new index
+            leaves them to keywords and the static tier: tests are a fifth of
+            a typical repository's chunks and rank below source anyway, and
+            leaving them out cost no measurable quality (``benchmarks/README.md``).
         lock_timeout: seconds to wait for another writer of the same index.
         progress: show a progress bar when :meth:`search` has to build the
             index first (``index(progress=...)`` decides for itself).
@@ -244,6 +254,7 @@ class CodeSearch:
         chunking: Chunking = "definitions",
         ranking: str | Ranking = "default",
         chunk_params: ChunkParams | None = None,
+        embed_tests: bool | None = None,
         lock_timeout: float = 30.0,
         progress: bool = False,
     ) -> None:
@@ -258,6 +269,7 @@ class CodeSearch:
         self.chunking = chunking
         self.ranking = resolve_ranking(ranking)
         self.chunk_params = chunk_params if chunk_params is not None else ChunkParams.for_chunking(chunking)
+        self.embed_tests = embed_tests
         self.lock_timeout = lock_timeout
         self.progress = progress
         self.fast_start = fast_start
@@ -397,6 +409,9 @@ class CodeSearch:
             tier = "full"
         documents = [document_text(c.path, c.text) for c in chunks]
         keys = [chunk_key(d) for d in documents]
+        kinds = [kind_of(c.path) for c in chunks]
+        unread_kinds = self._unread_kinds(previous)
+        read = [i for i, kind in enumerate(kinds) if kind not in unread_kinds]
         arrays: dict[str, np.ndarray] = {}
         facts: dict[str, Any] = {}
         embedded = static_embedded = 0
@@ -404,24 +419,25 @@ class CodeSearch:
 
         if tier in ("static", "full") and self.has_static:
             static = self.static_embedder
-            vectors, fresh = self._vectors(static, documents, keys, previous, _STATIC, "static", checkpoint=False,
-                                           progress=False)
+            vectors, fresh = self._vectors(static, documents, keys, range(len(keys)), previous, _STATIC, "static",
+                                           checkpoint=False, progress=False)
             arrays[_STATIC] = vectors
             facts["static"] = {"name": static.spec.name, "fingerprint": static.fingerprint, "dim": static.dim}
             static_embedded = fresh
         if tier == "full":
             embedder = self.embedder
-            vectors, embedded = self._vectors(embedder, documents, keys, previous, _DENSE, "model", checkpoint=True,
-                                              progress=progress)
+            vectors, embedded = self._vectors(embedder, documents, keys, read, previous, _DENSE, "model",
+                                              checkpoint=True, progress=progress)
             arrays[_DENSE] = vectors
-            facts["model"] = {"name": embedder.spec.name, "fingerprint": embedder.fingerprint, "dim": embedder.dim}
+            facts["model"] = {"name": embedder.spec.name, "fingerprint": embedder.fingerprint, "dim": embedder.dim,
+                              "unread_kinds": sorted(unread_kinds)}
         elif tier == "static" and previous is not None and _DENSE in previous.arrays:
             # A static refresh of a full index keeps the transformer tier in step: embed its new chunks too.
             self._check_tier(previous.manifest, "model", self.embedder)
-            vectors, embedded = self._vectors(self.embedder, documents, keys, previous, _DENSE, "model",
+            vectors, embedded = self._vectors(self.embedder, documents, keys, read, previous, _DENSE, "model",
                                               checkpoint=True, progress=progress)
             arrays[_DENSE] = vectors
-            facts["model"] = previous.manifest["model"]
+            facts["model"] = {**previous.manifest["model"], "unread_kinds": sorted(unread_kinds)}
             tier = "full"
 
         bm25 = BM25().fit([keyword_text(c.path, c.text) for c in chunks])
@@ -441,9 +457,9 @@ class CodeSearch:
             "updated": now,
         }
         records = [
-            {"path": c.path, "start_line": c.start_line, "end_line": c.end_line, "kind": kind_of(c.path),
+            {"path": c.path, "start_line": c.start_line, "end_line": c.end_line, "kind": kind,
              "key": key, "symbols": list(c.symbols), "text": c.text}
-            for c, key in zip(chunks, keys)
+            for c, key, kind in zip(chunks, keys, kinds)
         ]
         self.store.save(IndexSnapshot(manifest, records, arrays))
         self.store.clear_checkpoint()
@@ -453,12 +469,13 @@ class CodeSearch:
             files=len(result.files),
             chunks=len(chunks),
             embedded=embedded,
-            reused=len(chunks) - (embedded if tier == "full" else static_embedded),
+            reused=(len(read) - embedded) if tier == "full" else len(chunks) - static_embedded,
             removed=len(old_keys - set(keys)),
             seconds=round(time.perf_counter() - started, 3),
             tier=tier,
             static_embedded=static_embedded,
             changed_files=changed,
+            unread=len(chunks) - len(read) if tier == "full" else 0,
         )
 
     def _previous_snapshot(self) -> IndexSnapshot | None:
@@ -501,22 +518,32 @@ class CodeSearch:
                 chunks.extend(cut(source.path, source.text, self.chunk_params))
         return chunks, changed
 
+    def _unread_kinds(self, previous: IndexSnapshot | None) -> frozenset[str]:
+        """The chunk kinds the transformer leaves to keywords and the static tier: as asked, else as stored."""
+        if self.embed_tests is not None:
+            return frozenset() if self.embed_tests else UNREAD_BY_DEFAULT
+        stored = (previous.manifest.get("model") if previous is not None else None) or {}
+        return frozenset(stored.get("unread_kinds", ())) if "unread_kinds" in stored else UNREAD_BY_DEFAULT
+
     def _vectors(
-        self, embedder: TextEmbedder, documents: Sequence[str], keys: Sequence[str], previous: IndexSnapshot | None,
-        array: str, tier: str, *, checkpoint: bool, progress: bool,
+        self, embedder: TextEmbedder, documents: Sequence[str], keys: Sequence[str], rows: Iterable[int],
+        previous: IndexSnapshot | None, array: str, tier: str, *, checkpoint: bool, progress: bool,
     ) -> tuple[np.ndarray, int]:
-        """One tier's vectors for every chunk: stored ones reused by key, the rest embedded; and how many were new."""
+        """One tier's vectors: ``rows`` get stored ones reused by key or new ones, the rest zeros; and how many were new."""
         found: dict[str, np.ndarray] = self.store.load_checkpoint(embedder.fingerprint) if checkpoint else {}
         if previous is not None and array in previous.arrays:
             stored = previous.manifest.get(tier) or {}
             if stored.get("fingerprint") == embedder.fingerprint:
                 vectors = previous.arrays[array]
-                found.update((record["key"], vectors[i]) for i, record in enumerate(previous.chunks))
-        missing = [i for i, key in enumerate(keys) if key not in found]
+                unread = set(stored.get("unread_kinds", ()))
+                found.update((record["key"], vectors[i]) for i, record in enumerate(previous.chunks)
+                             if record.get("kind") not in unread)
+        rows = list(rows)
+        missing = [i for i in rows if keys[i] not in found]
         fresh = self._embed(embedder, documents, keys, missing, checkpoint, progress)
-        out = np.empty((len(keys), embedder.dim), dtype=np.float32)
-        for i, key in enumerate(keys):
-            out[i] = fresh[i] if i in fresh else found[key]
+        out = np.zeros((len(keys), embedder.dim), dtype=np.float32)
+        for i in rows:
+            out[i] = fresh[i] if i in fresh else found[keys[i]]
         return out, len(missing)
 
     def _embed(
@@ -651,20 +678,30 @@ class CodeSearch:
         lists: dict[str, np.ndarray] = {}
         vectors: np.ndarray | None = None
         tier = "keyword"
+        covered: dict[str, np.ndarray] = {}
         with _one_blas_thread():
             if mode != "dense":
                 lists["bm25"] = loaded.bm25.score(query)
             if mode != "bm25":
-                tier, embedder = self._semantic_tier(loaded)
+                tier, embedder = self._semantic_tier(loaded, mask)
                 vectors = loaded.vectors if tier == "full" else loaded.static
                 lists["dense" if tier == "full" else "static"] = vectors @ embedder.embed_query(query)  # type: ignore[operator]
+                if tier == "full" and loaded.read is not None:
+                    covered["dense"] = loaded.read
             self.last_search = SearchInfo(tier, refreshed, built, time.perf_counter() - started)
-            ranked = rank(query, lists, loaded.facts, ranking, k, mask, vectors)
+            ranked = rank(query, lists, loaded.facts, ranking, k, mask, vectors, covered)
         return [loaded.hit(i, score) for i, score in ranked]
 
-    def _semantic_tier(self, loaded: _LoadedIndex) -> tuple[str, TextEmbedder]:
-        """The best embedding tier the index has (transformer, else static) and the embedder for its queries."""
+    def _semantic_tier(self, loaded: _LoadedIndex, mask: np.ndarray | None = None) -> tuple[str, TextEmbedder]:
+        """The best embedding tier for chunks in ``mask`` (transformer, else static) and the embedder for its queries.
+
+        A scope of chunks the transformer did not read (``--kind test``) is answered by the static tier.
+        """
         manifest = loaded.manifest
+        unread_scope = loaded.read is not None and mask is not None and not (mask & loaded.read).any()
+        if unread_scope and loaded.static is not None and self.has_static:
+            self._check_tier(manifest, "static", self.static_embedder)
+            return "static", self.static_embedder
         if loaded.vectors is not None:
             self._check_tier(manifest, "model", self.embedder)
             return "full", self.embedder
@@ -705,11 +742,18 @@ class CodeSearch:
         if not covering:
             raise ValueError(f"no indexed chunk of {relative} covers line {line}")
         seed = covering[0]
-        vectors = loaded.vectors if loaded.vectors is not None else loaded.static
+        transformer_read = loaded.vectors is not None and (loaded.read is None or bool(loaded.read[seed]))
+        vectors = loaded.vectors if transformer_read else loaded.static
         if vectors is None:
+            if loaded.vectors is not None:
+                raise ModelNotAvailableError(
+                    f"the transformer did not read {relative} (a {loaded.kinds[seed]} file) and the index has no "
+                    "static tier; re-index with `codesearch index --embed-tests`")
             raise ModelNotAvailableError(f"the index at {self.store.directory} is keyword-only; related code needs vectors")
         with _one_blas_thread():
             scores = vectors @ vectors[seed]
+        if transformer_read and loaded.read is not None:
+            scores[~loaded.read] = -np.inf
         scores[seed] = -np.inf
         order = np.argsort(-scores, kind="stable")[:k]
         return [loaded.hit(int(i), float(scores[i])) for i in order if np.isfinite(scores[i])]
@@ -800,6 +844,7 @@ class CodeSearch:
             "files": manifest.get("counts", {}).get("files"),
             "chunks": manifest.get("counts", {}).get("chunks"),
             "chunker": manifest.get("chunker"),
+            "unread_kinds": model.get("unread_kinds", []),
             "updated": manifest.get("updated"),
             "format_version": manifest.get("format_version"),
         }
@@ -852,11 +897,16 @@ class _LoadedIndex:
     paths: list[str] = field(init=False)
     kinds: list[str] = field(init=False)
     facts: IndexFacts = field(init=False)
+    read: np.ndarray | None = field(init=False)
+    """Per chunk, whether the transformer read it; ``None`` when it read every chunk (or there are no vectors)."""
 
     def __post_init__(self) -> None:
         self.paths = [c["path"] for c in self.chunks]
         self.kinds = [c["kind"] for c in self.chunks]
         self.facts = IndexFacts(self.chunks)
+        unread = set((self.manifest.get("model") or {}).get("unread_kinds", ()))
+        read = np.array([kind not in unread for kind in self.kinds], dtype=bool)
+        self.read = None if self.vectors is None or read.all() else read
 
     @classmethod
     def from_snapshot(cls, snapshot: IndexSnapshot) -> _LoadedIndex:

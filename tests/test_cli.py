@@ -181,12 +181,17 @@ def test_model_mismatch_and_info_model_with_the_real_model(
     assert facts["model"] == "hashing" and facts["model_matches"] is False
 
     fresh = tmp_path / "minilm-index"
+    (repo / "tests").mkdir()
+    (repo / "tests" / "test_app.py").write_text("def test_main_runs():\n    main()\n")
     proc = _run("index", str(repo), "--index-dir", str(fresh), "--json")
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
     assert set(report) == {"files", "chunks", "embedded", "reused", "removed", "seconds", "tier", "static_embedded",
-                           "changed_files"}
-    assert report["embedded"] == report["chunks"] == report["static_embedded"] == 1 and report["tier"] == "full"
+                           "changed_files", "unread"}
+    assert report["chunks"] == report["static_embedded"] == 2 and report["tier"] == "full"
+    assert (report["embedded"], report["unread"]) == (1, 1)  # the test file is left to keywords and static vectors
+    both = json.loads(_run("index", str(repo), "--index-dir", str(fresh), "--embed-tests", "--json").stdout)
+    assert (both["embedded"], both["reused"], both["unread"]) == (1, 1, 0)
     answer = json.loads(_run("search", "main function", str(repo), "--index-dir", str(fresh), "--json",
                              "--no-source-first").stdout)
     assert answer["tier"] == "full" and answer["hits"][0]["path"] == "src/app.py"

@@ -118,6 +118,14 @@ def test_candidates_keep_only_positive_keyword_scores_and_respect_the_mask() -> 
     assert S.candidates(lists, 3, mask) == {"bm25": [2], "dense": [2, 3, 0]}
 
 
+def test_candidates_of_a_list_come_only_from_the_chunks_it_covers() -> None:
+    lists = {"bm25": np.array([0.0, 3.0, 1.0, 0.0]), "dense": np.array([0.1, 0.2, 0.0, 0.5])}
+    read = np.array([True, True, False, True])  # chunk 2 has no transformer vector: its 0.0 means nothing
+    assert S.candidates(lists, 4, covered={"dense": read}) == {"bm25": [1, 2], "dense": [3, 1, 0]}
+    mask = np.array([False, True, True, True])
+    assert S.candidates(lists, 4, mask, {"dense": read}) == {"bm25": [1, 2], "dense": [3, 1]}
+
+
 def test_list_weights_follow_the_query_kind() -> None:
     r = Ranking(semantic_weight=0.6, semantic_weight_symbol=0.2, static_share=0.25)
     nl, symbol = analyze_query("how are routes matched"), analyze_query("Router")

@@ -55,7 +55,9 @@ def _cs(repo: Path, tmp_path: Path, embedder, **kwargs) -> CodeSearch:  # type: 
 def test_index_report_and_search_modes(repo: Path, tmp_path: Path, hashing_embedder: HashingEmbedder) -> None:
     cs = _cs(repo, tmp_path, hashing_embedder)
     report = cs.index()
-    assert (report.files, report.chunks, report.embedded, report.reused, report.removed) == (4, 4, 4, 0, 0)
+    # The transformer leaves the test file to keywords (and the static tier, which this searcher lacks).
+    assert (report.files, report.chunks, report.embedded, report.reused, report.removed) == (4, 4, 3, 0, 0)
+    assert report.unread == 1
     for mode in ("bm25", "dense", "hybrid"):
         hits = cs.search("get_netrc_auth from netrc", k=2, mode=mode)
         assert hits[0].path == "src/pkg/utils.py", mode
@@ -87,10 +89,10 @@ def test_incremental_update_reuses_unchanged_chunks(
 ) -> None:
     cs = _cs(repo, tmp_path, hashing_embedder, chunk_params=small_chunks)
     first = cs.index()
-    assert first.embedded == first.chunks > 6
+    assert first.embedded == first.chunks - first.unread > 6 and first.unread > 0  # the test file's chunks
 
     again = cs.index()
-    assert (again.embedded, again.reused, again.removed) == (0, first.chunks, 0)
+    assert (again.embedded, again.reused, again.removed, again.unread) == (0, first.embedded, 0, first.unread)
 
     sessions = repo / "src" / "pkg" / "sessions.py"
     sessions.write_text(SESSIONS.replace('method = "GET"', 'method = "PUT"'))  # same length: boundaries stay
@@ -98,7 +100,7 @@ def test_incremental_update_reuses_unchanged_chunks(
     edited = cs.index()
     assert 1 <= edited.embedded <= 2
     assert edited.removed == edited.embedded + 1  # the edited chunks' old versions and the doc
-    assert edited.reused == edited.chunks - edited.embedded
+    assert edited.reused == edited.chunks - edited.unread - edited.embedded
     assert hashing_embedder.calls[-1] == edited.embedded
 
     rebuilt = CodeSearch(repo, model=HashingEmbedder(), index_dir=tmp_path / "rebuilt", chunk_params=small_chunks)
@@ -122,7 +124,7 @@ def test_a_new_definitions_cutter_cuts_every_file_again_and_keeps_their_vectors(
     monkeypatch.setattr(search_module, "DEFINITIONS_VERSION", search_module.DEFINITIONS_VERSION + 1)
     upgraded = cs.index()
     assert upgraded.changed_files == first.files  # every file cut again ...
-    assert (upgraded.embedded, upgraded.reused) == (0, first.chunks)  # ... and the same texts keep their vectors
+    assert (upgraded.embedded, upgraded.reused) == (0, first.embedded)  # ... and the same texts keep their vectors
     assert cs.store.load().manifest["chunker"]["version"] == search_module.DEFINITIONS_VERSION
 
 
@@ -171,7 +173,7 @@ def test_keyword_search_never_loads_the_model(repo: Path, tmp_path: Path, hashin
 def test_reindex_with_another_model_re_embeds_everything(repo: Path, tmp_path: Path) -> None:
     _cs(repo, tmp_path, HashingEmbedder(name="a")).index()
     report = _cs(repo, tmp_path, HashingEmbedder(name="b")).index()
-    assert report.embedded == report.chunks and report.reused == 0
+    assert report.embedded == report.chunks - report.unread and report.reused == 0
 
 
 def test_bad_input(repo: Path, tmp_path: Path, hashing_embedder: HashingEmbedder) -> None:
@@ -196,9 +198,9 @@ def test_bad_input(repo: Path, tmp_path: Path, hashing_embedder: HashingEmbedder
 def test_requests_edit_one_function_embeds_only_its_chunks(requests_corpus: Path, tmp_path: Path) -> None:
     repo = tmp_path / "requests"
     shutil.copytree(requests_corpus, repo, symlinks=True)
-    cs = CodeSearch(repo, model=HashingEmbedder(), index_dir=tmp_path / "index", chunking="lines")
+    cs = CodeSearch(repo, model=HashingEmbedder(), index_dir=tmp_path / "index", chunking="lines", embed_tests=True)
     first = cs.index()
-    assert (first.files, first.chunks, first.embedded) == (117, 318, 318)
+    assert (first.files, first.chunks, first.embedded, first.unread) == (117, 318, 318, 0)
     sessions = repo / "src" / "requests" / "sessions.py"
     text = sessions.read_text()
     old = 'codes.moved and method == "POST"'
@@ -237,7 +239,7 @@ def test_requests_edit_that_shifts_lines_stays_local_with_definition_chunks(requ
                                      .replace(' "POST":', ' ("POST",)):')))
     report = cs.index()
     assert 1 <= report.embedded <= 2, report
-    assert report.chunks == first.chunks and report.reused == first.chunks - report.embedded
+    assert report.chunks == first.chunks and report.reused == first.chunks - first.unread - report.embedded
 
 
 def test_a_query_runs_numpys_blas_on_one_thread_and_gives_the_threads_back(

@@ -118,6 +118,83 @@ def test_keyword_only_searcher_has_the_keyword_tier(repo: Path, tmp_path: Path) 
         cs.index(tier="static")
 
 
+# --- test files and the transformer ---------------------------------------------------------------------
+
+TEST_FILE = '''\
+def test_super_len_of_an_open_file():
+    """super_len measures what is left of a file object."""
+    assert super_len(open(__file__)) > 0
+'''
+
+
+@pytest.fixture
+def repo_with_tests(repo: Path) -> Path:
+    (repo / "tests").mkdir()
+    (repo / "tests" / "test_utils.py").write_text(TEST_FILE)
+    return repo
+
+
+def test_the_transformer_leaves_test_files_to_keywords_and_the_static_tier(repo_with_tests: Path, tmp_path: Path) -> None:
+    cs, dense, static = _two_tier(repo_with_tests, tmp_path / "index")
+    report = cs.index()
+    snapshot = cs.store.load()
+    kinds = [c["kind"] for c in snapshot.chunks]
+    assert report.unread == kinds.count("test") == 1 and report.embedded == report.chunks - 1
+    assert sum(dense.calls) == report.embedded and sum(static.calls) == report.chunks  # static reads every chunk
+    test_row = kinds.index("test")
+    assert not snapshot.arrays["vectors"][test_row].any() and snapshot.arrays["static_vectors"][test_row].any()
+    assert cs.info()["unread_kinds"] == ["test"]
+
+    query = "super_len of an open file"
+    assert all(h.kind != "test" for h in cs.search(query, k=10, mode="dense"))  # a zero row is no candidate
+    assert "test" in {h.kind for h in cs.search(query, k=10, mode="bm25")}
+    assert "test" in {h.kind for h in cs.search(query, k=10)}  # hybrid: keywords still bring it
+    assert cs.last_search is not None and cs.last_search.tier == "full"
+    # A scope the transformer did not read is answered by the static tier, by meaning.
+    hits = cs.search(query, k=10, mode="dense", kinds={"test"})
+    assert [h.path for h in hits] == ["tests/test_utils.py"] and cs.last_search.tier == "static"
+
+
+def test_embed_tests_reads_them_and_a_later_searcher_keeps_the_choice(repo_with_tests: Path, tmp_path: Path) -> None:
+    index_dir = tmp_path / "index"
+    first = _two_tier(repo_with_tests, index_dir)[0].index()
+    cs, dense, _ = _two_tier(repo_with_tests, index_dir, embed_tests=True)
+    upgraded = cs.index()
+    assert (upgraded.embedded, upgraded.reused, upgraded.unread) == (first.unread, first.embedded, 0)
+    assert dense.calls == [1]
+    assert "test" in {h.kind for h in cs.search("super_len of an open file", k=10, mode="dense")}
+
+    kept, dense, _ = _two_tier(repo_with_tests, index_dir)  # embed_tests=None: the index's choice
+    (repo_with_tests / "tests" / "test_utils.py").write_text(TEST_FILE + "\n# measured twice\n")
+    again = kept.index()
+    assert (again.embedded, again.unread) == (1, 0) and kept.info()["unread_kinds"] == []
+
+    dropped = _two_tier(repo_with_tests, index_dir, embed_tests=False)[0].index()
+    assert (dropped.embedded, dropped.unread, dropped.reused) == (0, 1, first.embedded)
+    assert not _two_tier(repo_with_tests, index_dir)[0].store.load().arrays["vectors"][
+        [c["kind"] for c in kept.store.load().chunks].index("test")].any()
+
+
+def test_related_code_of_a_test_chunk_comes_from_the_static_tier(repo_with_tests: Path, tmp_path: Path) -> None:
+    cs = _two_tier(repo_with_tests, tmp_path / "index")[0]
+    cs.index()
+    neighbours = cs.related("tests/test_utils.py", 1, k=3)
+    snapshot = cs.store.load()
+    static = snapshot.arrays["static_vectors"]
+    seed = [c["path"] for c in snapshot.chunks].index("tests/test_utils.py")
+    expected = sorted((float(static[i] @ static[seed]) for i in range(len(static)) if i != seed), reverse=True)
+    assert [h.score for h in neighbours] == pytest.approx(expected[:3])
+    # From a source chunk the transformer's neighbours are only chunks it read.
+    assert all(h.kind != "test" for h in cs.related("pkg/utils.py", 1, k=10))
+
+    no_static = CodeSearch(repo_with_tests, model=HashingEmbedder(name="dense"), static=False,
+                           index_dir=tmp_path / "no-static")
+    no_static.index()
+    with pytest.raises(ModelNotAvailableError, match="--embed-tests"):
+        no_static.related("tests/test_utils.py", 1)
+    assert no_static.search("super_len of an open file", k=10, kinds={"test"})[0].path == "tests/test_utils.py"
+
+
 # --- freshness ---------------------------------------------------------------------------------------
 
 

@@ -20,6 +20,7 @@ def rank(
     k: int,
     mask: np.ndarray | None = None,
     vectors: np.ndarray | None = None,
+    covered: Mapping[str, np.ndarray] | None = None,
 ) -> list[tuple[int, float]]:
     """Turn retrievers' scores into the ``k`` best chunks.
 
@@ -33,13 +34,15 @@ def rank(
         mask: chunks in scope (applied before any cut), or None for all.
         vectors: the chunk vectors of the embedding list, one row per chunk,
             for diversity to tell a file's other answers from repeats of one.
+        covered: per list, the chunks it scored, where it did not score all
+            (the transformer leaves test files out); the rest are not its candidates.
 
     Returns:
         ``(chunk, score)`` best first, at most ``k``.
     """
     profile = analyze_query(query)
     depth = max(k, ranking.depth, ranking.depth_per_k * k)
-    ranked = stages.candidates(lists, depth, mask)
+    ranked = stages.candidates(lists, depth, mask, covered)
     weights = stages.list_weights(profile, list(ranked), ranking)
     scores = stages.fuse(ranked, weights, ranking.rrf_k, ranking.fusion_depth, lists, ranking.score_share)
     evidence = dict(scores)

@@ -27,18 +27,23 @@ KEYWORD_LISTS = frozenset({"bm25"})
 """Lists whose zero scores mean "shares no term with the query" (left out of the candidates)."""
 
 
-def candidates(lists: Mapping[str, np.ndarray], n: int, mask: np.ndarray | None = None) -> dict[str, list[int]]:
+def candidates(lists: Mapping[str, np.ndarray], n: int, mask: np.ndarray | None = None,
+               covered: Mapping[str, np.ndarray] | None = None) -> dict[str, list[int]]:
     """The ``n`` best chunks of each retriever's scores, in scope, best first.
 
     Args:
         lists: retriever name (``"bm25"``, ``"dense"``, ``"static"``) -> one score per chunk.
         n: how many per list.
         mask: chunks in scope, or None for all.
+        covered: per list, the chunks it scored (the others' scores mean nothing), where not all.
     """
-    return {
-        name: top_k(scores, n, mask=mask, above=0.0 if name in KEYWORD_LISTS else None).tolist()
-        for name, scores in lists.items()
-    }
+    found = {}
+    for name, scores in lists.items():
+        within = mask
+        if covered is not None and name in covered:
+            within = covered[name] if mask is None else mask & covered[name]
+        found[name] = top_k(scores, n, mask=within, above=0.0 if name in KEYWORD_LISTS else None).tolist()
+    return found
 
 
 def list_weights(profile: QueryProfile, present: Sequence[str], ranking: Ranking) -> dict[str, float]:
