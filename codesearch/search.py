@@ -29,6 +29,7 @@ import threading
 import time
 import warnings
 from collections.abc import Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from functools import lru_cache
@@ -284,6 +285,7 @@ class CodeSearch:
         self._loaded: _LoadedIndex | None = None
         self._loaded_token: bytes | None = None
         self._cancel = threading.Event()
+        self._query_worker = ThreadPoolExecutor(1, thread_name_prefix="codesearch-query")
 
     # -- models ----------------------------------------------------------------
 
@@ -671,10 +673,17 @@ class CodeSearch:
         wanted = self.refresh if refresh is None else refresh
         # Refreshing embeds changed chunks, so it needs this searcher's model to be the index's.
         stat_pass = not built and wanted and self._same_model(loaded.manifest)
+        mask = None if where.is_unrestricted else where.mask(loaded.paths, loaded.kinds)
+        # A query's vector depends on the model alone, not on the index: a worker thread embeds it
+        # while this one runs the stat pass (and any refresh) and the keyword scores.
+        pending: tuple[TextEmbedder, Future[np.ndarray]] | None = None
+        if mode != "bm25":
+            embedder = self._semantic_tier(loaded, mask)[1]
+            pending = embedder, self._query_worker.submit(embedder.embed_query, query)
         refreshed = self._refresh() if stat_pass else 0
         if refreshed:
             loaded = self._ensure_loaded()
-        mask = None if where.is_unrestricted else where.mask(loaded.paths, loaded.kinds)
+            mask = None if where.is_unrestricted else where.mask(loaded.paths, loaded.kinds)
         lists: dict[str, np.ndarray] = {}
         vectors: np.ndarray | None = None
         tier = "keyword"
@@ -682,10 +691,12 @@ class CodeSearch:
         with _one_blas_thread():
             if mode != "dense":
                 lists["bm25"] = loaded.bm25.score(query)
-            if mode != "bm25":
+            if pending is not None:
                 tier, embedder = self._semantic_tier(loaded, mask)
+                # The refresh may have changed the tier (another process committed the transformer's).
+                query_vector = pending[1].result() if embedder is pending[0] else embedder.embed_query(query)
                 vectors = loaded.vectors if tier == "full" else loaded.static
-                lists["dense" if tier == "full" else "static"] = vectors @ embedder.embed_query(query)  # type: ignore[operator]
+                lists["dense" if tier == "full" else "static"] = vectors @ query_vector  # type: ignore[operator]
                 if tier == "full" and loaded.read is not None:
                     covered["dense"] = loaded.read
             self.last_search = SearchInfo(tier, refreshed, built, time.perf_counter() - started)

@@ -267,3 +267,37 @@ def test_a_query_runs_numpys_blas_on_one_thread_and_gives_the_threads_back(
         assert cs.search("get_netrc_auth from netrc", k=2)[0].path == "src/pkg/utils.py"
         assert during == [{1}] and blas_threads() == {2}
     assert blas_threads() == before
+
+
+def test_the_query_is_embedded_while_the_stat_pass_runs(repo: Path, tmp_path: Path,
+                                                         hashing_embedder: HashingEmbedder) -> None:
+    import threading
+
+    cs = _cs(repo, tmp_path, hashing_embedder)
+    cs.index()
+    embedding, stat_pass_done = threading.Event(), threading.Event()
+    seen: list[str] = []
+    embed_query = hashing_embedder.embed_query
+
+    def slow_embed(text: str):  # type: ignore[no-untyped-def]
+        seen.append(threading.current_thread().name)
+        embedding.set()
+        assert stat_pass_done.wait(10), "the stat pass waited for the query's embedding"
+        return embed_query(text)
+
+    real_refresh = cs._refresh
+
+    def refresh() -> int:
+        assert embedding.wait(10), "the query was not being embedded during the stat pass"
+        try:
+            return real_refresh()
+        finally:
+            stat_pass_done.set()
+
+    hashing_embedder.embed_query = slow_embed  # type: ignore[method-assign]
+    cs._refresh = refresh  # type: ignore[method-assign]
+    (repo / "src" / "pkg" / "utils.py").write_text(UTILS.replace("netrc", "netrc file") + "\n")
+    hits = cs.search("get_netrc_auth from netrc", k=2)
+    assert hits[0].path == "src/pkg/utils.py" and "netrc file" in hits[0].text  # refreshed, then ranked
+    assert cs.last_search is not None and cs.last_search.refreshed == 1
+    assert seen and seen[0].startswith("codesearch-query")
