@@ -10,6 +10,7 @@ twin. :data:`BACKEND` says which one is in use.
 from __future__ import annotations
 
 import os
+import re
 import warnings
 from dataclasses import dataclass
 
@@ -88,8 +89,22 @@ class Chunk:
         return f"{self.path}:{self.start_line}-{self.end_line}"
 
 
+# A comment block at the very start of a chunk (C/Java block, HTML/XML, or a run of line comments) ...
+_LEADING_COMMENT = re.compile(r"\s*(?:/\*.*?\*/|<!--.*?-->|(?:[ \t]*(?://|#|--|;)[^\n]*(?:\n|$))+)", re.S)
+# ... that is a licence header, not documentation of the code below it.
+_LICENSE_WORDS = re.compile(r"copyright|licen[cs]e|spdx|permission is hereby granted", re.I)
+
+
 def document_text(path: str, text: str) -> str:
-    """The text given to the model for a chunk: its path, a newline, then its text."""
+    """The text given to the model for a chunk: its path, a newline, then its text without a leading licence header.
+
+    Models read only a chunk's first tokens (128 for MiniLM), and in many
+    repositories every file's first chunk opens with the same licence: left
+    in, it is all the model would see of them. Keyword search still reads it.
+    """
+    header = _LEADING_COMMENT.match(text)
+    if header and _LICENSE_WORDS.search(header.group()) and text[header.end():].strip():
+        text = text[header.end():].lstrip("\n")
     return f"{path}\n{text}"
 
 

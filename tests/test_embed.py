@@ -22,6 +22,33 @@ def test_document_text_is_path_newline_text() -> None:
     assert document_text("src/a.py", "x = 1\ny = 2") == "src/a.py\nx = 1\ny = 2"
 
 
+APACHE = """/*
+ * Copyright (C) 2018 The Gson authors
+ *
+ * Licensed under the Apache License, Version 2.0 (the "License");
+ */
+
+package com.google.gson.internal;
+"""
+
+
+@pytest.mark.parametrize(
+    ("text", "model_reads"),
+    [
+        (APACHE, "package com.google.gson.internal;\n"),
+        ("# Copyright 2024 Acme\n# SPDX-License-Identifier: MIT\nimport os\n", "import os\n"),
+        ("<!-- Licensed to the ASF -->\n<project/>", "<project/>"),
+        ("-- Copyright (c) 2020\nmodule Main where", "module Main where"),
+        # Kept: a comment that documents the code, a licence that is the whole chunk, a licence after code.
+        ("# the helper below parses netrc files\ndef netrc(): ...", "# the helper below parses netrc files\ndef netrc(): ..."),
+        ("/* Copyright 2018 */\n", "/* Copyright 2018 */\n"),
+        ("#include <uv.h>\n/* Copyright Joyent */\nint x;", "#include <uv.h>\n/* Copyright Joyent */\nint x;"),
+    ],
+)
+def test_document_text_leaves_a_leading_licence_header_out(text: str, model_reads: str) -> None:
+    assert document_text("src/A.java", text) == "src/A.java\n" + model_reads
+
+
 def test_report_prints_what_happened() -> None:
     report = EmbedReport(chunks=3, median_tokens=120.0, max_tokens=900, truncated=1, seconds=0.5, tokens=500)
     assert str(report) == "3 chunks, tokens median 120 / max 900, 1 truncated, 0.50 s"
