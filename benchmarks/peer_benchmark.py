@@ -3,7 +3,7 @@
 Usage:
     python benchmarks/peer_benchmark.py --semble-benchmarks SEMBLE/benchmarks --mirrors MIRRORS
         --semble-python VENV/bin/python [--semble-model DIR] [--trees DIR] [--repos chi,gson]
-        [--index-dir DIR] [--fp32] [--questions --corpora DIR --requests DIR] [--json OUT]
+        [--index-dir DIR] [--fp32] [--embed-tests] [--questions --corpora DIR --requests DIR] [--json OUT]
 
 Data, read from the command line and never committed:
 
@@ -26,8 +26,10 @@ base model. Both sides are scored here, by the same metric
 (``peer_data.ndcg_at_10``), on the same exported trees.
 
 codesearch runs its default (int8, the default ranking), every ablation of the
-ranking (each stage switched off; plain RRF), and with ``--fp32`` the fp32
-export. Index time is wall time of building a fresh index (model already
+ranking (each stage switched off; plain RRF), with ``--fp32`` the fp32
+export, and with ``--embed-tests`` an index whose transformer reads test files
+too (the default leaves them to keywords and the static tier); both are
+ablations of the index, built and timed like the default. Index time is wall time of building a fresh index (model already
 exported); query p50 is the median of each query's median of 5 warm runs,
 top 10, on both sides; codesearch's also without the stat pass that keeps its
 index fresh (``p50_norefresh_ms``; semble has no such pass).
@@ -138,11 +140,15 @@ def warm_p50_ms(cs: CodeSearch, repo: Repo, *, refresh: bool) -> float:
     return statistics.median(per_query)
 
 
-def run_codesearch(repo: Repo, index_root: Path, int8: bool, rankings: dict[str, Ranking]) -> dict[str, Any]:
-    """Build a fresh index of ``repo`` and score every ranking on its tasks."""
-    index_dir = index_root / f"{repo.name}-{'int8' if int8 else 'fp32'}"
+# Index ablations: CodeSearch options, by the name the tables give them.
+CONFIGS: dict[str, dict[str, Any]] = {"int8": {}, "fp32": {"int8": False}, "tests embedded": {"embed_tests": True}}
+
+
+def run_codesearch(repo: Repo, index_root: Path, config: str, rankings: dict[str, Ranking]) -> dict[str, Any]:
+    """Build a fresh index of ``repo`` with the options of ``CONFIGS[config]`` and score every ranking on its tasks."""
+    index_dir = index_root / f"{repo.name}-{config.replace(' ', '-')}"
     shutil.rmtree(index_dir, ignore_errors=True)
-    cs = CodeSearch(repo.root, index_dir=index_dir, int8=int8)
+    cs = CodeSearch(repo.root, index_dir=index_dir, **CONFIGS[config])
     cs.embedder  # load (and if needed export) the model outside the timed index  # noqa: B018
     started = time.perf_counter()
     report = cs.index()
@@ -163,14 +169,15 @@ def run_codesearch(repo: Repo, index_root: Path, int8: bool, rankings: dict[str,
 # -- questions --------------------------------------------------------------------
 
 
-def run_questions(corpora: Path, requests: Path | None, index_root: Path) -> dict[str, Any]:
-    """The 62 held-out questions and the requests seed questions, with the library default."""
+def run_questions(corpora: Path, requests: Path | None, index_root: Path, config: str = "int8") -> dict[str, Any]:
+    """The 62 held-out questions and the requests seed questions, with the library default (or an index ablation)."""
     import quality as q
 
     folders, heldout = q.load_heldout(BENCHMARKS / "data" / "questions.json")
     results = []
+    tag = "" if config == "int8" else "-" + config.replace(" ", "-")
     for corpus, folder in folders.items():
-        cs = CodeSearch(corpora / folder, index_dir=index_root / f"q-{corpus}", int8=True)
+        cs = CodeSearch(corpora / folder, index_dir=index_root / f"q-{corpus}{tag}", **CONFIGS[config])
         cs.index()  # the full tier: a first search alone would answer from the static tier
         for question in (x for x in heldout if x.corpus == corpus):
             results.append((q.answer_ranks(cs.search(question.query, k=q.DEPTH), question.answers),
@@ -178,7 +185,7 @@ def run_questions(corpora: Path, requests: Path | None, index_root: Path) -> dic
     out: dict[str, Any] = {"heldout_ndcg10": q.metrics(results)["ndcg@10"]}
     if requests is not None:
         seeds = q.seed_questions(requests)
-        cs = CodeSearch(requests, index_dir=index_root / "q-requests", int8=True)
+        cs = CodeSearch(requests, index_dir=index_root / f"q-requests{tag}", **CONFIGS[config])
         cs.index()
         per_mode = q.evaluate(cs, seeds, ["hybrid"])
         out["requests"] = q.seed_summary(per_mode, seeds)["hybrid"]
@@ -205,6 +212,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--repos", default=",".join(DEV_REPOSITORIES), help="comma-separated DEV repositories")
     parser.add_argument("--index-dir", type=Path, default=Path(tempfile.gettempdir()) / "codesearch-peer-indexes")
     parser.add_argument("--fp32", action="store_true", help="also run codesearch with the fp32 export")
+    parser.add_argument("--embed-tests", action="store_true",
+                        help="also run codesearch with the transformer reading test files")
     parser.add_argument("--questions", action="store_true", help="also run the 62 questions and the requests seeds")
     parser.add_argument("--corpora", type=Path, help="the extracted sdists of benchmarks/data/fetch_corpora.py")
     parser.add_argument("--requests", type=Path, help="psf/requests v2.32.3 (git archive)")
@@ -222,12 +231,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     semble = {r.name: score_semble(r, semble_raw[r.name]) for r in repos}
 
     rankings = ablations()
-    configs = {"int8": True, **({"fp32": False} if args.fp32 else {})}
+    configs = ["int8"] + ["fp32"] * args.fp32 + ["tests embedded"] * args.embed_tests
     ours: dict[str, dict[str, Any]] = {name: {} for name in configs}
     for repo in repos:
-        for config, int8 in configs.items():
+        for config in configs:
             print(f"codesearch ({config}): {repo.name} ...", file=sys.stderr)
-            ours[config][repo.name] = run_codesearch(repo, args.index_dir, int8, rankings if config == "int8" else
+            ours[config][repo.name] = run_codesearch(repo, args.index_dir, config, rankings if config == "int8" else
                                                      {"default": DEFAULT})
 
     default = ours["int8"]
@@ -266,15 +275,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         per_repo = {r.name: default[r.name]["rankings"][name]["ndcg10"] for r in repos}
         ablation_out[name] = {"ndcg10": macro(per_repo), "wins": sum(per_repo[n] > sb_ndcg[n] for n in per_repo),
                               "per_repo": per_repo}
-    if args.fp32:
-        per_repo = {r.name: ours["fp32"][r.name]["rankings"]["default"]["ndcg10"] for r in repos}
-        ablation_out["fp32 export"] = {"ndcg10": macro(per_repo), "wins": sum(per_repo[n] > sb_ndcg[n] for n in per_repo),
-                                       "per_repo": per_repo,
-                                       "index_s": sum(ours["fp32"][n]["index_s"] for n in per_repo)}
+    for config, label in (("fp32", "fp32 export"), ("tests embedded", "transformer reads tests")):
+        if config not in ours:
+            continue
+        per_repo = {r.name: ours[config][r.name]["rankings"]["default"]["ndcg10"] for r in repos}
+        ablation_out[label] = {"ndcg10": macro(per_repo), "wins": sum(per_repo[n] > sb_ndcg[n] for n in per_repo),
+                               "per_repo": per_repo, "index_s": sum(ours[config][n]["index_s"] for n in per_repo)}
     print("\nablations (codesearch int8 index, ranking changed; semble macro "
           f"{macro(sb_ndcg):.3f})\n")
-    print(table(["ranking", "NDCG@10", "vs semble", "repos ahead"],
-                [[name, f"{a['ndcg10']:.3f}", f"{a['ndcg10'] - macro(sb_ndcg):+.3f}", f"{a['wins']}/{len(repos)}"]
+    total_s = sum(d["index_s"] for d in default.values())
+    print(table(["ranking or index", "NDCG@10", "vs semble", "repos ahead", "index s"],
+                [[name, f"{a['ndcg10']:.3f}", f"{a['ndcg10'] - macro(sb_ndcg):+.3f}", f"{a['wins']}/{len(repos)}",
+                  f"{a['index_s']:.1f}" if "index_s" in a else ("" if name != "default" else f"{total_s:.1f}")]
                  for name, a in ablation_out.items()]))
 
     result: dict[str, Any] = {
@@ -300,13 +312,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.questions:
         if args.corpora is None:
             raise SystemExit("error: --questions needs --corpora (benchmarks/data/fetch_corpora.py)")
-        questions = run_questions(args.corpora, args.requests, args.index_dir)
-        result.update(questions)
-        print(f"\n62 held-out questions, NDCG@10: {questions['heldout_ndcg10']:.3f}")
-        if "requests" in questions:
-            req = questions["requests"]
-            print(f"requests v2.32.3 seed questions: {req['top5']}/{req['questions']} in the top 5, "
-                  f"{req['top10']}/{req['questions']} in the top 10, identifiers at ranks {req['identifier_ranks']}")
+        for config in configs:
+            if config == "fp32":
+                continue
+            questions = run_questions(args.corpora, args.requests, args.index_dir, config)
+            if config == "int8":
+                result.update(questions)
+            else:
+                result["ablations"]["transformer reads tests"].update(questions)
+            print(f"\n{'' if config == 'int8' else '(' + config + ') '}"
+                  f"62 held-out questions, NDCG@10: {questions['heldout_ndcg10']:.3f}")
+            if "requests" in questions:
+                req = questions["requests"]
+                print(f"requests v2.32.3 seed questions: {req['top5']}/{req['questions']} in the top 5, "
+                      f"{req['top10']}/{req['questions']} in the top 10, identifiers at ranks {req['identifier_ranks']}")
     if args.json_out:
         args.json_out.write_text(json.dumps(result, indent=2), encoding="utf-8")
     return 0
