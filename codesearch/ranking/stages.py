@@ -235,30 +235,30 @@ def diversify(scores: Scores, facts: IndexFacts, ranking: Ranking, evidence: Sco
     low, high = ranking.diversity_similar
     walk = ordered(scores)
     files = [int(facts.file_of[chunk]) for chunk, _ in walk]
-    # The cosines among candidates that share a file, in one product (not one per repeated chunk).
+    # Each repeated candidate's closest cosine to a chunk of its file above it, in one product and one
+    # masked maximum (not one per repeated chunk).
     shared = Counter(files)
     repeated = [place for place, number in enumerate(files) if shared[number] > 1]
     rows = {place: row for row, place in enumerate(repeated)}
-    cosines: list[list[float]] = []
+    closest: list[float] = []
     if vectors is not None and repeated:
         picked = vectors[[walk[place][0] for place in repeated]]
-        cosines = (picked @ picked.T).tolist()
-    listed: dict[int, list[int]] = {}
+        numbers = np.array([files[place] for place in repeated])
+        above_it = (numbers[:, None] == numbers[None, :]) & np.tri(len(repeated), k=-1, dtype=bool)
+        closest = np.where(above_it, picked @ picked.T, -np.inf).max(axis=1).tolist()
+    listed: dict[int, int] = {}
     top = max(evidence.values(), default=0.0) if evidence else 0.0
     out: list[tuple[int, float]] = []
     for place, (chunk, score) in enumerate(walk):
-        above = listed.setdefault(files[place], [])
-        n = len(above)
-        above.append(place)
+        n = listed.get(files[place], 0)
+        listed[files[place]] = n + 1
         strong = evidence is not None and top > 0 and evidence.get(chunk, 0.0) >= ranking.diversity_hold * top
         if n < ranking.diversity_free or strong:
             out.append((chunk, score))
             continue
         repeats = 1.0
-        if cosines:
-            row = cosines[rows[place]]
-            similarity = max(row[rows[other]] for other in above[:-1])
-            repeats = min(1.0, max(0.0, (similarity - low) / (high - low)))
+        if closest:
+            repeats = min(1.0, max(0.0, (closest[rows[place]] - low) / (high - low)))
         out.append((chunk, score * ranking.diversity_decay ** ((n - ranking.diversity_free + 1) * repeats)))
     out.sort(key=lambda item: (-item[1], item[0]))
     return out
