@@ -66,9 +66,9 @@ Tier = Literal["keyword", "static", "full"]
 TIERS: tuple[Tier, ...] = ("keyword", "static", "full")
 DEFAULT_MODEL = "minilm"
 CHECKPOINT_EVERY = 128
+"""Chunks embedded between two checkpoints of an index run (also how soon :meth:`CodeSearch.cancel_indexing` acts)."""
 UNREAD_BY_DEFAULT = frozenset({"test"})
 """Chunk kinds the transformer leaves to keywords and the static tier unless ``embed_tests``."""
-"""Chunks embedded between two checkpoints of an index run (also how soon :meth:`CodeSearch.cancel_indexing` acts)."""
 _BM25_PREFIX = "bm25_"
 _DENSE = "vectors"
 _STATIC = "static_vectors"
