@@ -253,6 +253,9 @@ def test_diversity_keeps_a_files_other_answers_and_decays_its_repeats(facts: Ind
     vectors[1] = [0.7, np.sqrt(1 - 0.49)]
     out = dict(S.diversify(scores, facts, r, vectors=vectors))
     assert out[1] == pytest.approx(0.9 * 0.5**0.5, rel=1e-4)
+    # A chunk the transformer did not read has an all-zero row: as without vectors, a full repeat.
+    vectors[3] = [0.0, 0.0]
+    assert dict(S.diversify(scores, facts, r, vectors=vectors))[3] == pytest.approx(0.35)
 
 
 def test_rank_runs_the_stages_in_order_and_each_can_be_switched_off(facts: IndexFacts) -> None:

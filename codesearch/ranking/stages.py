@@ -226,7 +226,8 @@ def diversify(scores: Scores, facts: IndexFacts, ranking: Ranking, evidence: Sco
     ``diversity_decay ** (n * r)``, where ``r`` says how far it repeats the
     file's chunks above it: the cosine of ``vectors`` to the closest of them,
     scaled from 0 at ``diversity_similar[0]`` to 1 at ``diversity_similar[1]``
-    (1 without vectors). A second function of a file is another answer; the
+    (1 without vectors, or for a chunk whose row is all zeros: one the
+    transformer did not read). A second function of a file is another answer; the
     next window of the same class is more of one. A chunk the retrievers put
     near the top is not decayed either: its fused score (``evidence``, before
     any boost) is at least ``diversity_hold`` of the best. A file's best chunk
@@ -245,7 +246,9 @@ def diversify(scores: Scores, facts: IndexFacts, ranking: Ranking, evidence: Sco
         picked = vectors[[walk[place][0] for place in repeated]]
         numbers = np.array([files[place] for place in repeated])
         above_it = (numbers[:, None] == numbers[None, :]) & np.tri(len(repeated), k=-1, dtype=bool)
-        closest = np.where(above_it, picked @ picked.T, -np.inf).max(axis=1).tolist()
+        nearest = np.where(above_it, picked @ picked.T, -np.inf).max(axis=1)
+        nearest[~picked.any(axis=1)] = high  # no vector: no evidence it is another answer
+        closest = nearest.tolist()
     listed: dict[int, int] = {}
     top = max(evidence.values(), default=0.0) if evidence else 0.0
     out: list[tuple[int, float]] = []
