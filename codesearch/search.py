@@ -677,10 +677,11 @@ class CodeSearch:
         mask = None if where.is_unrestricted else where.mask(loaded.paths, loaded.kinds)
         # A query's vector depends on the model alone, not on the index: a worker thread embeds it
         # while this one runs the stat pass (and any refresh) and the keyword scores.
-        pending: tuple[TextEmbedder, Future[np.ndarray]] | None = None
+        semantic: tuple[str, TextEmbedder] | None = None
+        pending: Future[np.ndarray] | None = None
         if mode != "bm25":
-            embedder = self._semantic_tier(loaded, mask)[1]
-            pending = embedder, self._query_worker.submit(embedder.embed_query, query)
+            semantic = self._semantic_tier(loaded, mask)
+            pending = self._query_worker.submit(semantic[1].embed_query, query)
         refreshed = self._refresh() if stat_pass else 0
         if refreshed:
             loaded = self._ensure_loaded()
@@ -692,10 +693,10 @@ class CodeSearch:
         with _one_blas_thread():
             if mode != "dense":
                 lists["bm25"] = loaded.bm25.score(query)
-            if pending is not None:
-                tier, embedder = self._semantic_tier(loaded, mask)
-                # The refresh may have changed the tier (another process committed the transformer's).
-                query_vector = pending[1].result() if embedder is pending[0] else embedder.embed_query(query)
+            if semantic is not None and pending is not None:
+                # A refresh may have changed the tier (another process committed the transformer's).
+                tier, embedder = self._semantic_tier(loaded, mask) if refreshed else semantic
+                query_vector = pending.result() if embedder is semantic[1] else embedder.embed_query(query)
                 vectors = loaded.vectors if tier == "full" else loaded.static
                 lists["dense" if tier == "full" else "static"] = vectors @ query_vector  # type: ignore[operator]
                 if tier == "full" and loaded.read is not None:
