@@ -525,8 +525,8 @@ class CodeSearch:
         """The chunk kinds the transformer leaves to keywords and the static tier: as asked, else as stored."""
         if self.embed_tests is not None:
             return frozenset() if self.embed_tests else UNREAD_BY_DEFAULT
-        stored = (previous.manifest.get("model") if previous is not None else None) or {}
-        return frozenset(stored.get("unread_kinds", ())) if "unread_kinds" in stored else UNREAD_BY_DEFAULT
+        stored = _unread_in(previous.manifest.get("model") if previous is not None else None)
+        return UNREAD_BY_DEFAULT if stored is None else stored
 
     def _vectors(
         self, embedder: TextEmbedder, documents: Sequence[str], keys: Sequence[str], rows: Iterable[int],
@@ -538,7 +538,7 @@ class CodeSearch:
             stored = previous.manifest.get(tier) or {}
             if stored.get("fingerprint") == embedder.fingerprint:
                 vectors = previous.arrays[array]
-                unread = set(stored.get("unread_kinds", ()))
+                unread = _unread_in(stored) or frozenset()
                 found.update((record["key"], vectors[i]) for i, record in enumerate(previous.chunks)
                              if record.get("kind") not in unread)
         rows = list(rows)
@@ -876,6 +876,13 @@ class CodeSearch:
         return facts
 
 
+def _unread_in(tier_facts: dict[str, Any] | None) -> frozenset[str] | None:
+    """The chunk kinds a stored tier's model did not read; ``None`` when the index predates the choice."""
+    if not tier_facts or "unread_kinds" not in tier_facts:
+        return None
+    return frozenset(tier_facts["unread_kinds"])
+
+
 def _strings(value: str | Iterable[str]) -> tuple[str, ...]:
     """One string or many, as a tuple."""
     return (value,) if isinstance(value, str) else tuple(value)
@@ -917,7 +924,7 @@ class _LoadedIndex:
         self.paths = [c["path"] for c in self.chunks]
         self.kinds = [c["kind"] for c in self.chunks]
         self.facts = IndexFacts(self.chunks)
-        unread = set((self.manifest.get("model") or {}).get("unread_kinds", ()))
+        unread = _unread_in(self.manifest.get("model")) or frozenset()
         read = np.array([kind not in unread for kind in self.kinds], dtype=bool)
         self.read = None if self.vectors is None or read.all() else read
 
