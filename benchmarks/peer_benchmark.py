@@ -142,6 +142,8 @@ def warm_p50_ms(cs: CodeSearch, repo: Repo, *, refresh: bool) -> float:
 
 # Index ablations: CodeSearch options, by the name the tables give them.
 CONFIGS: dict[str, dict[str, Any]] = {"int8": {}, "fp32": {"int8": False}, "tests embedded": {"embed_tests": True}}
+# Their rows in the ablation table.
+ABLATION_NAMES = {"fp32": "fp32 export", "tests embedded": "transformer reads tests"}
 
 
 def run_codesearch(repo: Repo, index_root: Path, config: str, rankings: dict[str, Ranking]) -> dict[str, Any]:
@@ -275,7 +277,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         per_repo = {r.name: default[r.name]["rankings"][name]["ndcg10"] for r in repos}
         ablation_out[name] = {"ndcg10": macro(per_repo), "wins": sum(per_repo[n] > sb_ndcg[n] for n in per_repo),
                               "per_repo": per_repo}
-    for config, label in (("fp32", "fp32 export"), ("tests embedded", "transformer reads tests")):
+    for config, label in ABLATION_NAMES.items():
         if config not in ours:
             continue
         per_repo = {r.name: ours[config][r.name]["rankings"]["default"]["ndcg10"] for r in repos}
@@ -319,7 +321,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if config == "int8":
                 result.update(questions)
             else:
-                result["ablations"]["transformer reads tests"].update(questions)
+                result["ablations"][ABLATION_NAMES[config]].update(questions)
             print(f"\n{'' if config == 'int8' else '(' + config + ') '}"
                   f"62 held-out questions, NDCG@10: {questions['heldout_ndcg10']:.3f}")
             if "requests" in questions:
