@@ -3,6 +3,8 @@ properties over random text in every language, and the fallbacks' reasons."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -275,3 +277,46 @@ def test_random_text_in_every_language_keeps_the_contract(source: tuple[str, str
     cut = cut_file(f"src/random.{_EXTENSION[language]}", text, params)
     assert cut.language == language
     check_contract(text, cut.chunks, params)
+
+
+def test_a_bash_file_with_characters_above_the_bmp_does_not_crash_the_parser() -> None:
+    # tree-sitter-bash's scanner reads past a table on such code points (likelier the higher they are).
+    # The child process cuts texts that crashed it in most runs before the fix, so that a regression
+    # fails this test instead of killing the suite.
+    child = """
+from codesearch.definitions import cut_file
+for template in ("{%s", "echo {%s}\\n", ")echo hi }x}f() {\\t if [ x ]; then)echo hifif() {%s"):
+    for code in range(0x10000, 0x110000, 0x1000):
+        text = template % chr(code + 0x708)
+        for _ in range(10):
+            cut = cut_file("run.sh", text)
+        assert cut.language == "bash" and "\\n".join(c.text for c in cut.chunks) == text.rstrip("\\n"), cut
+print("ok")
+"""
+    proc = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", (proc.returncode, proc.stderr[-500:])
+
+
+def test_the_bash_parser_gets_a_replacement_for_characters_above_the_bmp(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[bytes] = []
+
+    def recording(language: str) -> None:
+        parser = definitions._parser(language)
+        assert parser is not None
+
+        class Recording:
+            def parse(self, source: bytes):  # type: ignore[no-untyped-def]
+                seen.append(source)
+                return parser.parse(source)
+
+        monkeypatch.setitem(definitions._PARSERS, language, Recording())
+
+    recording("bash")
+    text = "deploy() {\n  echo '\U0001F680 \U000E0067'\n}\n"
+    cut = cut_file("deploy.sh", text)
+    assert seen == ["deploy() {\n  echo '\ufffd \ufffd'\n}".encode()]  # same rows, no code point above U+FFFF
+    assert [(c.start_line, c.end_line, c.text, c.symbols) for c in cut.chunks] == [(1, 3, text.rstrip("\n"), ("deploy",))]
+    # Other grammars read such characters as they are (a Swift name may be an emoji).
+    recording("python")
+    cut_file("deploy.py", "def deploy():\n    return '\U0001F680'\n")
+    assert seen[-1] == "def deploy():\n    return '\U0001F680'".encode()
