@@ -258,6 +258,38 @@ def test_diversity_keeps_a_files_other_answers_and_decays_its_repeats(facts: Ind
     assert dict(S.diversify(scores, facts, r, vectors=vectors))[3] == pytest.approx(0.35)
 
 
+class _CountedRows(np.ndarray):
+    """Chunk vectors that count the rows diversity reads."""
+
+    reads = 0
+
+    def __getitem__(self, index):  # type: ignore[no-untyped-def]
+        _CountedRows.reads += 1
+        return np.asarray(self).__getitem__(index)
+
+
+def test_diversity_with_k_stops_once_no_later_candidate_can_enter() -> None:
+    # One file of 40 chunks whose vectors all point one way: each extra chunk repeats the first.
+    chunks = [{"path": "a.py", "start_line": i, "end_line": i} for i in range(40)]
+    one_file = IndexFacts(chunks)
+    vectors = np.ones((40, 4), dtype=np.float32).view(_CountedRows) / 2.0
+    scores = {i: 1.0 - i / 100 for i in range(40)}
+    ranking = Ranking(diversity_decay=0.5)
+    whole = S.diversify(dict(scores), one_file, ranking, vectors=vectors)
+    for k in (1, 3, 10, 40, 60):
+        assert S.diversify(dict(scores), one_file, ranking, vectors=vectors, k=k) == whole[:k]
+    # After one chunk scoring 1.0, every later one scores at most 0.3 before decay: with k=1 the
+    # walk stops there, before reading a vector; without k it reads them all.
+    _CountedRows.reads = 0
+    steep = {0: 1.0, **{i: 0.3 - i / 1000 for i in range(1, 40)}}
+    out = S.diversify(dict(steep), one_file, ranking, vectors=vectors, k=1)
+    assert out == [(0, 1.0)]
+    assert _CountedRows.reads == 0  # stopped before computing any cosine
+    _CountedRows.reads = 0
+    S.diversify(dict(steep), one_file, ranking, vectors=vectors)
+    assert _CountedRows.reads >= 39
+
+
 def test_rank_runs_the_stages_in_order_and_each_can_be_switched_off(facts: IndexFacts) -> None:
     lists = {"bm25": np.array([0, 0, 2.0, 1.5, 0, 3.0, 0, 0]), "dense": np.array([0.1, 0, 0.5, 0.4, 0.2, 0.6, 0.3, 0.1])}
     full = rank("request logger", lists, facts, DEFAULT, k=4)

@@ -55,7 +55,7 @@ def rank(
         stages.boost_coherence(scores, facts, ranking, top)
     if ranking.priors:
         stages.apply_priors(scores, facts, ranking)
-    final = stages.diversify(scores, facts, ranking, evidence, vectors) if ranking.diversity else stages.ordered(scores)
+    final = stages.diversify(scores, facts, ranking, evidence, vectors, k) if ranking.diversity else stages.ordered(scores)
     return final[:k]
 
 

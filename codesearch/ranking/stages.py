@@ -10,8 +10,8 @@ the retrievers' scales and no boost compounds another.
 
 from __future__ import annotations
 
+import heapq
 import math
-from collections import Counter
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -218,7 +218,7 @@ def ordered(scores: Scores) -> list[tuple[int, float]]:
 
 
 def diversify(scores: Scores, facts: IndexFacts, ranking: Ranking, evidence: Scores | None = None,
-              vectors: np.ndarray | None = None) -> list[tuple[int, float]]:
+              vectors: np.ndarray | None = None, k: int | None = None) -> list[tuple[int, float]]:
     """Order candidates so one file does not fill the list, keeping its other answers.
 
     Walking the candidates best first, the ``n``-th chunk of a file already
@@ -232,39 +232,36 @@ def diversify(scores: Scores, facts: IndexFacts, ranking: Ranking, evidence: Sco
     near the top is not decayed either: its fused score (``evidence``, before
     any boost) is at least ``diversity_hold`` of the best. A file's best chunk
     is never decayed.
+
+    Decay only lowers a score, so with ``k`` the walk stops once ``k`` chunks
+    score above the next candidate's undecayed score: the first ``k`` places
+    are those of the whole walk, and the cosines of the rest are never computed.
     """
     low, high = ranking.diversity_similar
-    walk = ordered(scores)
-    files = [int(facts.file_of[chunk]) for chunk, _ in walk]
-    # Each repeated candidate's closest cosine to a chunk of its file above it, in one product and one
-    # masked maximum (not one per repeated chunk).
-    shared = Counter(files)
-    repeated = [place for place, number in enumerate(files) if shared[number] > 1]
-    rows = {place: row for row, place in enumerate(repeated)}
-    closest: list[float] = []
-    if vectors is not None and repeated:
-        picked = vectors[[walk[place][0] for place in repeated]]
-        numbers = np.array([files[place] for place in repeated])
-        above_it = (numbers[:, None] == numbers[None, :]) & np.tri(len(repeated), k=-1, dtype=bool)
-        nearest = np.where(above_it, picked @ picked.T, -np.inf).max(axis=1)
-        nearest[~picked.any(axis=1)] = high  # no vector: no evidence it is another answer
-        closest = nearest.tolist()
-    listed: dict[int, int] = {}
     top = max(evidence.values(), default=0.0) if evidence else 0.0
+    above: dict[int, list[int]] = {}  # file -> its chunks walked so far
+    best: list[float] = []  # the k best scores so far, a min-heap
     out: list[tuple[int, float]] = []
-    for place, (chunk, score) in enumerate(walk):
-        n = listed.get(files[place], 0)
-        listed[files[place]] = n + 1
+    for chunk, fused in ordered(scores):
+        if k is not None and len(best) == k and best[0] > fused:
+            break
+        mates = above.setdefault(int(facts.file_of[chunk]), [])
+        n = len(mates)
         strong = evidence is not None and top > 0 and evidence.get(chunk, 0.0) >= ranking.diversity_hold * top
-        if n < ranking.diversity_free or strong:
-            out.append((chunk, score))
-            continue
-        repeats = 1.0
-        if closest:
-            repeats = min(1.0, max(0.0, (closest[rows[place]] - low) / (high - low)))
-        out.append((chunk, score * ranking.diversity_decay ** ((n - ranking.diversity_free + 1) * repeats)))
+        score = fused
+        if n >= ranking.diversity_free and not strong:
+            repeats = 1.0  # without a vector, no evidence it is another answer
+            row = vectors[chunk] if vectors is not None else None
+            if vectors is not None and row is not None and row.any():
+                nearest = float((vectors[mates] @ row).max())
+                repeats = min(1.0, max(0.0, (nearest - low) / (high - low)))
+            score *= ranking.diversity_decay ** ((n - ranking.diversity_free + 1) * repeats)
+        mates.append(chunk)
+        out.append((chunk, score))
+        if k is not None:
+            (heapq.heappush if len(best) < k else heapq.heappushpop)(best, score)
     out.sort(key=lambda item: (-item[1], item[0]))
-    return out
+    return out if k is None else out[:k]
 
 
 __all__ = [
