@@ -161,7 +161,8 @@ def export_trees(repos: Sequence[Repo], mirrors: str | os.PathLike[str], dest: s
         has_pin = subprocess.run([*git, "cat-file", "-e", repo.revision + "^{commit}"], capture_output=True).returncode == 0
         revision = repo.revision if has_pin else subprocess.check_output([*git, "rev-parse", "HEAD"], text=True).strip()
         target = dest / repo.name
-        stamp = target / ".exported-revision"
+        # Beside the tree, not in it: a repository without a benchmark_root is indexed from the top.
+        stamp = dest / f"{repo.name}.exported-revision"
         if not (stamp.is_file() and stamp.read_text().strip() == revision):
             if target.exists():
                 subprocess.run(["rm", "-rf", str(target)], check=True)

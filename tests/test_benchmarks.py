@@ -171,6 +171,13 @@ def test_export_trees_takes_the_pin_or_records_the_newest_commit(tmp_path: Path)
     assert pinned.pinned and pinned.root == tmp_path / "trees" / "lib" / "sub"
     assert (pinned.root / "a.go").read_text() == "package a\n"
     assert not missing.pinned and missing.exported_revision == head and (missing.root / "top.go").is_file()
+    # The export's revision stamp lies beside the tree, so a search of the whole tree never indexes it.
+    assert sorted(p.name for p in missing.root.iterdir()) == ["sub", "top.go"]
+    stamp = tmp_path / "trees" / "lib2.exported-revision"
+    assert stamp.read_text().strip() == head
+    (missing.root / "kept.txt").write_text("x")
+    peer_data.export_trees([missing], tmp_path / "mirrors", tmp_path / "trees")  # the same revision: reused
+    assert (missing.root / "kept.txt").is_file()
 
 
 def test_language_report_sums_each_language_over_the_trees(tmp_path: Path) -> None:
