@@ -101,14 +101,22 @@ class Workspace:
         except CodeSearchError as exc:  # another writer, a model that cannot load: keep the static tier
             log.warning("codesearch: the transformer tier of %s was not built: %s", cs.root, exc)
 
-    def pause_upgrade_for_changes(self, cs: CodeSearch) -> None:
-        """Before a search: when files changed while the transformer tier is being built here, stop that
-        build at its next checkpoint, so the search can refresh (and see the edit) first."""
+    def pause_upgrade_for_changes(self, cs: CodeSearch) -> bool | None:
+        """Before a search while the transformer tier is being built here: stat the files, and when some
+        changed, stop that build at its next checkpoint, so the search can refresh (and see the edit) first.
+
+        Returns:
+            The search's ``refresh``: ``None`` (its own stat pass, as set) when no build runs here, else
+            whether files changed, so the files are not statted twice.
+        """
         running = self._upgrades.get(cs.root)
-        if running is None or not running.is_alive() or not cs.refresh or not cs.changes():
-            return
+        if running is None or not running.is_alive() or not cs.refresh:
+            return None
+        if not cs.changes():
+            return False
         cs.cancel_indexing()
         running.join()
+        return True
 
     def wait_for_upgrades(self, timeout: float | None = None) -> None:
         for thread in list(self._upgrades.values()):
@@ -142,9 +150,9 @@ def tool_search(ws: Workspace, query: str, repo: str | None = None, k: int = 10,
     _checked_lines(max_lines)
     cs, lock = ws.searcher(repo)
     with lock:
-        ws.pause_upgrade_for_changes(cs)
+        refresh = ws.pause_upgrade_for_changes(cs)
         hits = cs.search(query, k=k, mode=mode, scope=scope, include=_strings(include),  # type: ignore[arg-type]
-                         exclude=_strings(exclude), kinds=_strings(kinds) or None)
+                         exclude=_strings(exclude), kinds=_strings(kinds) or None, refresh=refresh)
         info = cs.last_search
     ws.upgrade_later(cs)
     return {"repo": str(cs.root), "tier": info.tier if info else None,
