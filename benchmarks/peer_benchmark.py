@@ -146,9 +146,14 @@ CONFIGS: dict[str, dict[str, Any]] = {"int8": {}, "fp32": {"int8": False}, "test
 ABLATION_NAMES = {"fp32": "fp32 export", "tests embedded": "transformer reads tests"}
 
 
+def _folder_tag(config: str) -> str:
+    """How an index ablation's index folders are named: ``-fp32``, ``-tests-embedded``."""
+    return "-" + config.replace(" ", "-")
+
+
 def run_codesearch(repo: Repo, index_root: Path, config: str, rankings: dict[str, Ranking]) -> dict[str, Any]:
     """Build a fresh index of ``repo`` with the options of ``CONFIGS[config]`` and score every ranking on its tasks."""
-    index_dir = index_root / f"{repo.name}-{config.replace(' ', '-')}"
+    index_dir = index_root / f"{repo.name}{_folder_tag(config)}"
     shutil.rmtree(index_dir, ignore_errors=True)
     cs = CodeSearch(repo.root, index_dir=index_dir, **CONFIGS[config])
     cs.embedder  # load (and if needed export) the model outside the timed index  # noqa: B018
@@ -177,7 +182,7 @@ def run_questions(corpora: Path, requests: Path | None, index_root: Path, config
 
     folders, heldout = q.load_heldout(BENCHMARKS / "data" / "questions.json")
     results = []
-    tag = "" if config == "int8" else "-" + config.replace(" ", "-")
+    tag = "" if config == "int8" else _folder_tag(config)
     for corpus, folder in folders.items():
         cs = CodeSearch(corpora / folder, index_dir=index_root / f"q-{corpus}{tag}", **CONFIGS[config])
         cs.index()  # the full tier: a first search alone would answer from the static tier

@@ -251,9 +251,8 @@ def diversify(scores: Scores, facts: IndexFacts, ranking: Ranking, evidence: Sco
         score = fused
         if n >= ranking.diversity_free and not strong:
             repeats = 1.0  # without a vector, no evidence it is another answer
-            row = vectors[chunk] if vectors is not None else None
-            if vectors is not None and row is not None and row.any():
-                nearest = float((vectors[mates] @ row).max())
+            if vectors is not None and vectors[chunk].any():
+                nearest = float((vectors[mates] @ vectors[chunk]).max())
                 repeats = min(1.0, max(0.0, (nearest - low) / (high - low)))
             score *= ranking.diversity_decay ** ((n - ranking.diversity_free + 1) * repeats)
         mates.append(chunk)
