@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 if os.environ.get("CODESEARCH_PUREPYTHON") == "1":
@@ -121,6 +122,29 @@ def keyword_text(path: str, text: str) -> str:
     return f"{path}\n{text}\n{stem} {stem} {' '.join(parts[:-1][-3:])}"
 
 
+def window_heads(chunks: Sequence[Chunk]) -> dict[int, int]:
+    """Which chunks are later windows of one long definition: ``{row: row of its first window}``.
+
+    The definition chunker cuts a definition over its budget into line windows
+    that overlap the window before by ``overlap_tokens`` and all record the
+    definition's symbols; every other chunk starts after the chunk before it.
+    So a chunk that starts inside the previous chunk of its file and records
+    the same, non-empty symbols continues that definition. ``chunks`` is in
+    file order, as the chunkers return it.
+
+    The transformer reads only a chunk's first tokens, so it reads such a
+    definition once, by its first window (its signature and doc), and the
+    later windows share that vector; keywords still read every window.
+    """
+    heads: dict[int, int] = {}
+    for row in range(1, len(chunks)):
+        chunk, before = chunks[row], chunks[row - 1]
+        if (chunk.symbols and chunk.symbols == before.symbols and chunk.path == before.path
+                and before.start_line < chunk.start_line <= before.end_line):
+            heads[row] = heads.get(row - 1, row - 1)
+    return heads
+
+
 def chunk_text(path: str, text: str, params: ChunkParams = ChunkParams()) -> list[Chunk]:
     """Cut one file's text into :class:`Chunk` objects.
 
@@ -138,5 +162,5 @@ def chunk_text(path: str, text: str, params: ChunkParams = ChunkParams()) -> lis
 
 __all__ = [
     "BACKEND", "DEFINITION_TARGET_TOKENS", "Chunk", "ChunkParams", "chunk_lines", "chunk_text", "document_text",
-    "keyword_text", "split_lines",
+    "keyword_text", "split_lines", "window_heads",
 ]

@@ -38,7 +38,15 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import numpy as np
 
-from codesearch.chunking import DEFINITIONS_VERSION, Chunk, ChunkParams, chunk_text, document_text, keyword_text
+from codesearch.chunking import (
+    DEFINITIONS_VERSION,
+    Chunk,
+    ChunkParams,
+    chunk_text,
+    document_text,
+    keyword_text,
+    window_heads,
+)
 from codesearch.exceptions import (
     EmptyRepositoryError,
     ExportError,
@@ -154,6 +162,8 @@ class IndexReport:
         reused: chunks whose vectors were kept.
         unread: chunks the transformer does not read (test files, unless
             ``embed_tests``); keywords and the static tier still find them.
+        shared: later line windows of a long definition, which share the
+            vector of its first window (:func:`~codesearch.chunking.window_heads`).
         removed: chunks of the previous index that are gone.
         seconds: wall time.
         tier: the tier the index now has (``keyword``, ``static`` or ``full``).
@@ -171,9 +181,24 @@ class IndexReport:
     static_embedded: int = 0
     changed_files: int = 0
     unread: int = 0
+    shared: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def _previous_heads(previous: IndexSnapshot) -> dict[int, int]:
+    """:func:`~codesearch.chunking.window_heads` of a stored index's chunk records."""
+    return window_heads([Chunk(r["path"], r["start_line"], r["end_line"], "", tuple(r.get("symbols", ())))
+                         for r in previous.chunks])
+
+
+def _share_heads(vectors: np.ndarray, heads: dict[int, int]) -> np.ndarray:
+    """``vectors`` with each later window's row set to its definition's first window's row."""
+    if heads:
+        rows = np.fromiter(heads, dtype=np.intp, count=len(heads))
+        vectors[rows] = vectors[np.fromiter(heads.values(), dtype=np.intp, count=len(heads))]
+    return vectors
 
 
 @dataclass(frozen=True, slots=True)
@@ -415,6 +440,9 @@ class CodeSearch:
         kinds = [kind_of(c.path) for c in chunks]
         unread_kinds = self._unread_kinds(previous)
         read = [i for i, kind in enumerate(kinds) if kind not in unread_kinds]
+        # A long definition's later windows share its first window's vector: the transformer reads each once.
+        heads = {row: head for row, head in window_heads(chunks).items() if kinds[row] not in unread_kinds}
+        embed_rows = [i for i in read if i not in heads]
         arrays: dict[str, np.ndarray] = {}
         facts: dict[str, Any] = {}
         embedded = static_embedded = 0
@@ -429,17 +457,17 @@ class CodeSearch:
             static_embedded = fresh
         if tier == "full":
             embedder = self.embedder
-            vectors, embedded = self._vectors(embedder, documents, keys, read, previous, _DENSE, "model",
+            vectors, embedded = self._vectors(embedder, documents, keys, embed_rows, previous, _DENSE, "model",
                                               checkpoint=True, progress=progress)
-            arrays[_DENSE] = vectors
+            arrays[_DENSE] = _share_heads(vectors, heads)
             facts["model"] = {"name": embedder.spec.name, "fingerprint": embedder.fingerprint, "dim": embedder.dim,
                               "unread_kinds": sorted(unread_kinds)}
         elif tier == "static" and previous is not None and _DENSE in previous.arrays:
             # A static refresh of a full index keeps the transformer tier in step: embed its new chunks too.
             self._check_tier(previous.manifest, "model", self.embedder)
-            vectors, embedded = self._vectors(self.embedder, documents, keys, read, previous, _DENSE, "model",
+            vectors, embedded = self._vectors(self.embedder, documents, keys, embed_rows, previous, _DENSE, "model",
                                               checkpoint=True, progress=progress)
-            arrays[_DENSE] = vectors
+            arrays[_DENSE] = _share_heads(vectors, heads)
             facts["model"] = {**previous.manifest["model"], "unread_kinds": sorted(unread_kinds)}
             tier = "full"
 
@@ -472,13 +500,14 @@ class CodeSearch:
             files=len(result.files),
             chunks=len(chunks),
             embedded=embedded,
-            reused=(len(read) - embedded) if tier == "full" else len(chunks) - static_embedded,
+            reused=(len(embed_rows) - embedded) if tier == "full" else len(chunks) - static_embedded,
             removed=len(old_keys - set(keys)),
             seconds=round(time.perf_counter() - started, 3),
             tier=tier,
             static_embedded=static_embedded,
             changed_files=changed,
             unread=len(chunks) - len(read) if tier == "full" else 0,
+            shared=len(heads) if tier == "full" else 0,
         )
 
     def _previous_snapshot(self) -> IndexSnapshot | None:
@@ -539,8 +568,10 @@ class CodeSearch:
             if stored.get("fingerprint") == embedder.fingerprint:
                 vectors = previous.arrays[array]
                 unread = _unread_in(stored) or frozenset()
+                # A shared row holds another chunk's vector: its key must not bring that vector back.
+                shared = _previous_heads(previous) if array == _DENSE else {}
                 found.update((record["key"], vectors[i]) for i, record in enumerate(previous.chunks)
-                             if record.get("kind") not in unread)
+                             if record.get("kind") not in unread and i not in shared)
         rows = list(rows)
         missing = [i for i in rows if keys[i] not in found]
         fresh = self._embed(embedder, documents, keys, missing, checkpoint, progress)

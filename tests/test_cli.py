@@ -187,7 +187,7 @@ def test_model_mismatch_and_info_model_with_the_real_model(
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
     assert set(report) == {"files", "chunks", "embedded", "reused", "removed", "seconds", "tier", "static_embedded",
-                           "changed_files", "unread"}
+                           "changed_files", "unread", "shared"}
     assert report["chunks"] == report["static_embedded"] == 2 and report["tier"] == "full"
     assert (report["embedded"], report["unread"]) == (1, 1)  # the test file is left to keywords and static vectors
     both = json.loads(_run("index", str(repo), "--index-dir", str(fresh), "--embed-tests", "--json").stdout)

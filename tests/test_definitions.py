@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from codesearch import definitions
-from codesearch.chunking import Chunk, ChunkParams, chunk_lines, chunk_text, split_lines
+from codesearch.chunking import Chunk, ChunkParams, chunk_lines, chunk_text, split_lines, window_heads
 from codesearch.definitions import SUPPORTED_LANGUAGES, chunk_definitions
 from codesearch.languages import LANGUAGES
 from codesearch.languages import language_for as _language_for
@@ -156,6 +156,34 @@ def test_oversized_function_is_cut_into_line_windows_with_its_symbol() -> None:
     expected = [(1, 1, ())] + [(s + 3, e + 3, ("long_function",)) for s, e, _ in windows] + [(109, 109, ())]
     assert spans(chunks) == expected
     check_contract(text, chunks)
+
+
+def test_window_heads_names_the_first_window_of_each_long_definition() -> None:
+    body = "\n".join(f"    total += compute_value_{i}(argument_{i})" for i in range(100))
+    text = f"import os\n\n\ndef long_function(x):\n    total = 0\n{body}\n    return total\n\n\nZ = 1\n"
+    chunks = chunk_definitions("m.py", text)
+    windows = [row for row, chunk in enumerate(chunks) if chunk.symbols == ("long_function",)]
+    assert len(windows) > 2
+    assert window_heads(chunks) == {row: windows[0] for row in windows[1:]}
+    # The split class of the test above: members and the header are definitions of their own, no windows but one.
+    split = chunk_definitions("pkg/sessions.py", PYTHON, SMALL)
+    assert window_heads(split) == {2: 1}  # merge_setting's second window
+
+
+def test_window_heads_leaves_alone_what_only_looks_alike() -> None:
+    def chunk(path: str, start: int, end: int, *symbols: str) -> Chunk:
+        return Chunk(path, start, end, "x", symbols)
+
+    chunks = [
+        chunk("a.java", 1, 9, "A.put"),
+        chunk("a.java", 10, 19, "A.put"),  # an overload right after: same name, its own lines
+        chunk("a.java", 15, 25, "A.get"),  # overlaps, but another definition's symbols
+        chunk("b.java", 20, 30, "A.get"),  # same symbols and lines, another file
+        chunk("b.txt", 1, 9),
+        chunk("b.txt", 5, 12),  # overlapping line windows of a file without definitions
+    ]
+    assert window_heads(chunks) == {}
+    assert window_heads([chunk("a.c", 1, 9, "f"), chunk("a.c", 8, 16, "f"), chunk("a.c", 15, 20, "f")]) == {1: 0, 2: 0}
 
 
 def test_comments_attach_only_when_directly_above() -> None:

@@ -15,6 +15,7 @@ from conftest import SESSIONS, UTILS, HashingEmbedder
 
 from codesearch import CodeSearch, Hit
 from codesearch import search as search_module
+from codesearch.chunking import Chunk, document_text, window_heads
 from codesearch.exceptions import EmptyRepositoryError, IndexNotFoundError, ModelMismatchError, RootNotFoundError
 
 TESTS = '''\
@@ -89,18 +90,19 @@ def test_incremental_update_reuses_unchanged_chunks(
 ) -> None:
     cs = _cs(repo, tmp_path, hashing_embedder, chunk_params=small_chunks)
     first = cs.index()
-    assert first.embedded == first.chunks - first.unread > 6 and first.unread > 0  # the test file's chunks
+    assert first.embedded == first.chunks - first.unread - first.shared > 5 and first.unread > 0  # the test file's chunks
 
     again = cs.index()
     assert (again.embedded, again.reused, again.removed, again.unread) == (0, first.embedded, 0, first.unread)
 
     sessions = repo / "src" / "pkg" / "sessions.py"
-    sessions.write_text(SESSIONS.replace('method = "GET"', 'method = "PUT"'))  # same length: boundaries stay
+    # Same length, so the boundaries stay; in the first window of `rebuild_method` (the later ones share its vector).
+    sessions.write_text(SESSIONS.replace("we may want to", "we may wish to"))
     (repo / "docs" / "redirects.md").unlink()
     edited = cs.index()
-    assert 1 <= edited.embedded <= 2
+    assert edited.embedded == 1 and edited.shared == first.shared > 0
     assert edited.removed == edited.embedded + 1  # the edited chunks' old versions and the doc
-    assert edited.reused == edited.chunks - edited.unread - edited.embedded
+    assert edited.reused == edited.chunks - edited.unread - edited.shared - edited.embedded
     assert hashing_embedder.calls[-1] == edited.embedded
 
     rebuilt = CodeSearch(repo, model=HashingEmbedder(), index_dir=tmp_path / "rebuilt", chunk_params=small_chunks)
@@ -111,8 +113,63 @@ def test_incremental_update_reuses_unchanged_chunks(
     ]
     np.testing.assert_allclose(a.arrays["vectors"], b.arrays["vectors"], atol=1e-6)
     for mode in ("bm25", "dense", "hybrid"):
-        query = "redirect method PUT"
+        query = "redirect method wish"
         assert cs.search(query, k=10, mode=mode) == rebuilt.search(query, k=10, mode=mode)
+
+
+def test_a_long_definitions_later_windows_share_the_vector_of_its_first(
+    repo: Path, tmp_path: Path, hashing_embedder: HashingEmbedder, small_chunks  # type: ignore[no-untyped-def]
+) -> None:
+    cs = _cs(repo, tmp_path, hashing_embedder, chunk_params=small_chunks)
+    first = cs.index()
+    before = cs.store.load()
+    heads = window_heads([Chunk(c["path"], c["start_line"], c["end_line"], c["text"], tuple(c["symbols"]))
+                          for c in before.chunks])
+    read = [i for i, c in enumerate(before.chunks) if c["kind"] != "test"]
+    shared = {row: head for row, head in heads.items() if row in read}
+    assert first.shared == len(shared) > 0 and first.embedded == len(read) - len(shared)
+    assert hashing_embedder.calls == [first.embedded]  # the later windows never reached the model
+    vectors = before.arrays["vectors"]
+    for row, head in shared.items():
+        assert vectors[head].any()
+        np.testing.assert_array_equal(vectors[row], vectors[head])
+
+    # An edit inside a later window embeds nothing: the definition's vector is its first window's.
+    sessions = repo / "src" / "pkg" / "sessions.py"
+    sessions.write_text(SESSIONS.replace('method = "GET"', 'method = "PUT"'))  # same length: boundaries stay
+    later = cs.index()
+    assert (later.embedded, later.shared, later.removed) == (0, first.shared, 1)
+    # An edit in the first window re-embeds it, and its later windows follow the new vector.
+    sessions.write_text(SESSIONS.replace("we may want to", "we may wish to"))
+    head_edit = cs.index()
+    assert head_edit.embedded == 1
+    after = cs.store.load()
+    rebuild = [i for i, c in enumerate(after.chunks) if c["path"].endswith("sessions.py") and i in shared]
+    assert rebuild
+    for row in rebuild:
+        np.testing.assert_array_equal(after.arrays["vectors"][row], after.arrays["vectors"][shared[row]])
+        assert not np.array_equal(after.arrays["vectors"][row], vectors[row])
+
+
+def test_a_chunk_that_once_shared_a_vector_is_embedded_when_it_stands_alone(
+    repo: Path, tmp_path: Path, hashing_embedder: HashingEmbedder, small_chunks  # type: ignore[no-untyped-def]
+) -> None:
+    cs = _cs(repo, tmp_path, hashing_embedder, chunk_params=small_chunks)
+    cs.index()
+    before = cs.store.load()
+    heads = window_heads([Chunk(c["path"], c["start_line"], c["end_line"], c["text"], tuple(c["symbols"]))
+                          for c in before.chunks])
+    row = next(r for r in heads if before.chunks[r]["path"].endswith("sessions.py"))
+    window = before.chunks[row]["text"]
+    # The same path and text, now a definition's first (and only) window: it needs its own vector.
+    (repo / "src" / "pkg" / "sessions.py").write_text(window + "\n")
+    cs.index()
+    after = cs.store.load()
+    again = next(i for i, c in enumerate(after.chunks) if c["text"] == window)
+    assert again not in window_heads([Chunk(c["path"], c["start_line"], c["end_line"], c["text"],
+                                            tuple(c["symbols"])) for c in after.chunks])
+    expected = hashing_embedder.embed_documents([document_text(after.chunks[again]["path"], window)])[0]
+    np.testing.assert_allclose(after.arrays["vectors"][again], expected, atol=1e-6)
 
 
 def test_a_new_definitions_cutter_cuts_every_file_again_and_keeps_their_vectors(
@@ -239,7 +296,8 @@ def test_requests_edit_that_shifts_lines_stays_local_with_definition_chunks(requ
                                      .replace(' "POST":', ' ("POST",)):')))
     report = cs.index()
     assert 1 <= report.embedded <= 2, report
-    assert report.chunks == first.chunks and report.reused == first.chunks - first.unread - report.embedded
+    assert report.chunks == first.chunks
+    assert report.reused == first.chunks - first.unread - first.shared - report.embedded
 
 
 def test_a_query_runs_numpys_blas_on_one_thread_and_gives_the_threads_back(
