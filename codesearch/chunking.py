@@ -43,11 +43,13 @@ DEFINITION_TARGET_TOKENS = 400
 definition needs no neighbours for context and the transformer reads only its first
 tokens (measured on the peer benchmark, 128-token inputs: DEV NDCG@10 / held-out 0.868 /
 0.680 at 400, 0.867 / 0.670 at 550, 0.862 / 0.639 at 700)."""
-DEFINITIONS_VERSION = 3
+DEFINITIONS_VERSION = 4
 """Raised whenever definition-aware cutting changes (the language table, node kinds): an
 index made by another version cuts its files again (unchanged chunk texts keep their
 vectors). 2: Python definitions under module-level ``if``/``try`` blocks; 3: ``.h`` files
-that read as C++ are cut as C++, JS/TS constants and Lua tables are definitions."""
+that read as C++ are cut as C++, JS/TS constants and Lua tables are definitions; 4: a C/C++
+"definition" whose name cannot be one (a macro misread as a type) gives the definitions
+inside it instead."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -54,7 +54,7 @@ from itertools import accumulate
 from typing import TYPE_CHECKING, NamedTuple
 
 from codesearch.chunking import Chunk, ChunkParams, chunk_lines, chunk_text, split_lines
-from codesearch.languages import LANGUAGES, Definition, Language, language_for
+from codesearch.languages import LANGUAGES, READ_INSIDE, Definition, Language, language_for
 
 if TYPE_CHECKING:  # pragma: no cover
     from tree_sitter import Node, Parser
@@ -298,12 +298,20 @@ class _Cutter:
         segments = self.segments(root.named_children, 0, len(self.lines) - 1, "", (), 0)
         return [(g.start, g.end, tuple(dict.fromkeys(g.symbols))) for g in self.group(segments)]
 
-    def children(self, nodes: Iterable[Node]) -> Iterable[Node]:
+    def children(self, nodes: Iterable[Node], prefix: str) -> Iterable[tuple[Node, Definition | None]]:
+        """The nodes of one level with what each defines; transparent and misread nodes give their children."""
         for node in nodes:
             if node.type in self.lang.transparent:
-                yield from self.children(node.named_children)
+                yield from self.children(node.named_children, prefix)
+                continue
+            found = self.lang.read(node, prefix)
+            if found is READ_INSIDE:  # its parts, and what its body holds, stand at this level
+                body = node.child_by_field_name("body")
+                for child in node.named_children:
+                    inside = body is not None and child.id == body.id
+                    yield from self.children(child.named_children if inside else [child], prefix)
             else:
-                yield node
+                yield node, found
 
     def segments(
         self, nodes: Iterable[Node], lo: int, hi: int, prefix: str, glue: tuple[str, ...], depth: int
@@ -322,13 +330,12 @@ class _Cutter:
         defs: list[_Segment] = []
         pending: list[Node] = []  # comments/decorators since the last statement
         last_end = lo - 1  # last row touched by a statement or definition
-        for node in self.children(nodes):
+        for node, found in self.children(nodes, prefix):
             start = node.start_point[0]
             end = _end_row(node)
             if node.type in lang.attach and start > last_end and not _inner_doc(node):
                 pending.append(node)
                 continue
-            found = lang.read(node, prefix)
             if found is None or not found.symbols:
                 pending.clear()
                 last_end = max(last_end, end)
@@ -458,8 +465,7 @@ class _Cutter:
         if container.body is None or depth >= _MAX_DEPTH:
             return ()
         names: list[str] = []
-        for node in self.children(container.body.named_children):
-            found = self.lang.read(node, container.prefix)
+        for _, found in self.children(container.body.named_children, container.prefix):
             if found is None:
                 continue
             names.extend(found.symbols)

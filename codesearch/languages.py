@@ -44,6 +44,9 @@ class Definition(NamedTuple):
 NOT_A_DEFINITION = Definition(())
 """What a ``classify`` function returns for a node that must not count, whatever the tables say."""
 
+READ_INSIDE = Definition(())
+"""What a ``classify`` function returns for a node the grammar misread: its children are read in its place."""
+
 Classify = Callable[["Node", str, "Language"], "Definition | None"]
 
 
@@ -304,21 +307,48 @@ _NAME_KINDS = frozenset(
 )  # fmt: skip
 
 
+# A C/C++ name, part by part between `::`: an identifier, a destructor or an operator.
+_C_NAME_PART = re.compile(r"~?[A-Za-z_]\w*|operator\b.*")
+_C_KEYWORDS = frozenset(
+    {"namespace", "template", "typename", "struct", "class", "union", "enum", "typedef", "using", "return",
+     "if", "else", "for", "while", "do", "switch", "case", "sizeof", "static", "extern", "inline", "const"}
+)  # fmt: skip
+
+
+def _c_name(name: str) -> str:
+    """``name`` if it can be a declared C/C++ name, else ``""``.
+
+    Macros the grammar cannot expand (``FMT_BEGIN_EXPORT``, ``FMT_API``) make
+    it read comments, keywords and whole declarations as "names", and one such
+    misread can span a thousand lines; those are no definitions.
+    """
+    parts = [part.strip() for part in name.split("::")]
+    if not parts[-1] or parts[-1] in _C_KEYWORDS:
+        return ""
+    return name if all(_C_NAME_PART.fullmatch(part) for part in parts if part) else ""
+
+
 def _declarator_name(node: Node | None) -> tuple[str, bool]:
-    """The declared name under a C/C++ declarator, and whether it declares a function."""
+    """The declared name under a C/C++ declarator, and whether it declares a function.
+
+    A name that cannot be one (see :func:`_c_name`) gives ``("", True)``.
+    """
     is_function = False
     while node is not None and node.type in _DECLARATOR_KINDS:
         is_function = is_function or node.type == "function_declarator"
         node = node.child_by_field_name("declarator")
     if node is None or node.type not in _NAME_KINDS:
         return "", False
-    return without_type_arguments(" ".join(text_of(node).split())), is_function
+    name = _c_name(without_type_arguments(" ".join(text_of(node).split())))
+    return (name, is_function) if name else ("", True)
 
 
 def _c_classify(node: Node, prefix: str, lang: Language) -> Definition | None:
     kind = node.type
     if kind in ("function_definition", "declaration", "field_declaration"):
         name, is_function = _declarator_name(node.child_by_field_name("declarator"))
+        if not name and is_function and kind == "function_definition":
+            return READ_INSIDE  # a macro misread as a type: the definitions are further in
         if not name or (kind != "function_definition" and not is_function):
             return None
         return Definition((lang.qualified(prefix, name, function=True),))
@@ -329,14 +359,14 @@ def _c_classify(node: Node, prefix: str, lang: Language) -> Definition | None:
         symbols = tuple(dict.fromkeys(lang.qualified(prefix, n) for n in [*names, inner] if n))
         return Definition(symbols) if symbols else None
     if kind in ("struct_specifier", "union_specifier", "enum_specifier", "class_specifier"):
-        name = without_type_arguments(name_of(node))
+        name = _c_name(without_type_arguments(name_of(node)))
         if not name or node.child_by_field_name("body") is None:
             return None  # a use of the type, not its definition
         qualified = lang.qualified(prefix, name)
         body = node.child_by_field_name("body") if kind != "enum_specifier" and lang.name == "cpp" else None
         return Definition((qualified,), body, qualified)
     if kind == "namespace_definition":
-        name = name_of(node) or "(anonymous)"
+        name = _c_name(name_of(node)) or "(anonymous)"
         qualified = lang.qualified(prefix, name)
         return Definition((qualified,), node.child_by_field_name("body"), qualified)
     return None

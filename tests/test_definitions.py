@@ -186,6 +186,58 @@ def test_window_heads_leaves_alone_what_only_looks_alike() -> None:
     assert window_heads([chunk("a.c", 1, 9, "f"), chunk("a.c", 8, 16, "f"), chunk("a.c", 15, 20, "f")]) == {1: 0, 2: 0}
 
 
+MISREAD_CPP = """FMT_END_EXPORT
+
+namespace detail {
+
+template <typename T> struct is_code_unit : std::false_type {};
+
+inline auto count_digits(unsigned n) -> int {
+  int count = 1;
+  while (n >= 10) {
+    n /= 10;
+    ++count;
+  }
+  return count;
+}
+
+}  // namespace detail
+"""
+
+
+def test_a_macro_misread_as_a_type_gives_the_definitions_inside_it() -> None:
+    # tree-sitter-cpp cannot expand FMT_END_EXPORT: it reads `FMT_END_EXPORT namespace` as a function named
+    # `namespace` whose body is the namespace's. fmtlib's headers are full of such macros.
+    import tree_sitter as ts
+    import tree_sitter_cpp
+
+    tree = ts.Parser(ts.Language(tree_sitter_cpp.language())).parse(MISREAD_CPP.encode())
+    misread = tree.root_node.named_children[0]
+    assert misread.type == "function_definition"
+    assert misread.child_by_field_name("declarator").text == b"namespace"
+    chunks = chunk_definitions("fmt/base.h", MISREAD_CPP, ChunkParams(target_tokens=30, overlap_tokens=5))
+    symbols = [s for c in chunks for s in c.symbols]
+    assert "namespace" not in symbols
+    assert set(symbols) == {"is_code_unit", "count_digits"}
+    assert [c.symbols for c in chunks if c.start_line == 5] == [("is_code_unit",)]
+    check_contract(MISREAD_CPP, chunks)
+
+
+@pytest.mark.parametrize(
+    ("name", "kept"),
+    [
+        ("count_digits", True), ("fmt::detail::buffer", True), ("~buffer", True), ("buffer::~buffer", True),
+        ("operator()", True), ("format_to_result::operator char*", True), ("::global", True),
+        ("namespace", False), ("detail::template", False), ("FMT_BEGIN_EXPORT // A generic context", False),
+        ("std::system_error vwindows_error", False), ("FMT_BEGIN_EXPORT template", False),
+    ],
+)  # fmt: skip
+def test_a_cpp_name_must_be_a_name(name: str, kept: bool) -> None:
+    from codesearch.languages import _c_name
+
+    assert (_c_name(name) == name) is kept and (_c_name(name) in ("", name))
+
+
 def test_comments_attach_only_when_directly_above() -> None:
     text = (
         "# licence header\n"
