@@ -81,8 +81,9 @@ class Language:
         qualify: whether members are qualified by their container at all
             (Haskell class methods are not).
         classify: a reader for this grammar's odd nodes; it returns a
-            definition, :data:`NOT_A_DEFINITION`, or ``None`` to let the
-            generic reader decide.
+            definition, :data:`NOT_A_DEFINITION`, :data:`READ_INSIDE` (a
+            misread node whose children stand in its place), or ``None`` to
+            let the generic reader decide.
     """
 
     name: str
@@ -660,6 +661,7 @@ __all__ = [
     "HEAD_BYTES",
     "LANGUAGES",
     "NOT_A_DEFINITION",
+    "READ_INSIDE",
     "Classify",
     "Definition",
     "Language",
