@@ -148,8 +148,9 @@ def index(
         return
     click.echo(
         f"indexed {report.files:,} files, {report.chunks:,} chunks ({report.tier} tier): {report.embedded:,} embedded, "
-        f"{report.reused:,} reused, {report.shared:,} sharing a long definition's vector, "
-        f"{report.removed:,} removed in {report.seconds:.1f} s"
+        f"{report.reused:,} reused, {report.removed:,} removed in {report.seconds:.1f} s"
+        + (f"; {report.shared:,} later windows of long definitions share their first window's vector"
+           if report.shared else "")
         + (f"; {report.unread:,} test chunks left to keywords and static vectors" if report.unread else "")
     )
 
