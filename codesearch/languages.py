@@ -330,31 +330,28 @@ def _c_name(name: str) -> str:
 
 
 def _declarator_name(node: Node | None) -> tuple[str, bool]:
-    """The declared name under a C/C++ declarator, and whether it declares a function.
-
-    A name that cannot be one (see :func:`_c_name`) gives ``("", True)``.
-    """
+    """The declared name under a C/C++ declarator, as written, and whether it declares a function."""
     is_function = False
     while node is not None and node.type in _DECLARATOR_KINDS:
         is_function = is_function or node.type == "function_declarator"
         node = node.child_by_field_name("declarator")
     if node is None or node.type not in _NAME_KINDS:
         return "", False
-    name = _c_name(without_type_arguments(" ".join(text_of(node).split())))
-    return (name, is_function) if name else ("", True)
+    return without_type_arguments(" ".join(text_of(node).split())), is_function
 
 
 def _c_classify(node: Node, prefix: str, lang: Language) -> Definition | None:
     kind = node.type
     if kind in ("function_definition", "declaration", "field_declaration"):
-        name, is_function = _declarator_name(node.child_by_field_name("declarator"))
-        if not name and is_function and kind == "function_definition":
+        written, is_function = _declarator_name(node.child_by_field_name("declarator"))
+        name = _c_name(written)
+        if written and not name and kind == "function_definition":
             return READ_INSIDE  # a macro misread as a type: the definitions are further in
         if not name or (kind != "function_definition" and not is_function):
             return None
         return Definition((lang.qualified(prefix, name, function=True),))
     if kind == "type_definition":
-        names = [_declarator_name(d)[0] for d in node.children_by_field_name("declarator")]
+        names = [_c_name(_declarator_name(d)[0]) for d in node.children_by_field_name("declarator")]
         type_node = node.child_by_field_name("type")
         inner = name_of(type_node) if type_node is not None else ""
         symbols = tuple(dict.fromkeys(lang.qualified(prefix, n) for n in [*names, inner] if n))

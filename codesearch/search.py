@@ -193,14 +193,6 @@ def _previous_heads(previous: IndexSnapshot) -> dict[int, int]:
                          for r in previous.chunks])
 
 
-def _share_heads(vectors: np.ndarray, heads: dict[int, int]) -> np.ndarray:
-    """``vectors`` with each later window's row set to its definition's first window's row."""
-    if heads:
-        rows = np.fromiter(heads, dtype=np.intp, count=len(heads))
-        vectors[rows] = vectors[np.fromiter(heads.values(), dtype=np.intp, count=len(heads))]
-    return vectors
-
-
 @dataclass(frozen=True, slots=True)
 class SearchInfo:
     """How the last :meth:`CodeSearch.search` was answered.
@@ -442,7 +434,6 @@ class CodeSearch:
         read = [i for i, kind in enumerate(kinds) if kind not in unread_kinds]
         # A long definition's later windows share its first window's vector: the transformer reads each once.
         heads = {row: head for row, head in window_heads(chunks).items() if kinds[row] not in unread_kinds}
-        embed_rows = [i for i in read if i not in heads]
         arrays: dict[str, np.ndarray] = {}
         facts: dict[str, Any] = {}
         embedded = static_embedded = 0
@@ -457,17 +448,15 @@ class CodeSearch:
             static_embedded = fresh
         if tier == "full":
             embedder = self.embedder
-            vectors, embedded = self._vectors(embedder, documents, keys, embed_rows, previous, _DENSE, "model",
-                                              checkpoint=True, progress=progress)
-            arrays[_DENSE] = _share_heads(vectors, heads)
+            arrays[_DENSE], embedded = self._vectors(embedder, documents, keys, read, previous, _DENSE, "model",
+                                                     checkpoint=True, progress=progress, heads=heads)
             facts["model"] = {"name": embedder.spec.name, "fingerprint": embedder.fingerprint, "dim": embedder.dim,
                               "unread_kinds": sorted(unread_kinds)}
         elif tier == "static" and previous is not None and _DENSE in previous.arrays:
             # A static refresh of a full index keeps the transformer tier in step: embed its new chunks too.
             self._check_tier(previous.manifest, "model", self.embedder)
-            vectors, embedded = self._vectors(self.embedder, documents, keys, embed_rows, previous, _DENSE, "model",
-                                              checkpoint=True, progress=progress)
-            arrays[_DENSE] = _share_heads(vectors, heads)
+            arrays[_DENSE], embedded = self._vectors(self.embedder, documents, keys, read, previous, _DENSE,
+                                                     "model", checkpoint=True, progress=progress, heads=heads)
             facts["model"] = {**previous.manifest["model"], "unread_kinds": sorted(unread_kinds)}
             tier = "full"
 
@@ -500,7 +489,7 @@ class CodeSearch:
             files=len(result.files),
             chunks=len(chunks),
             embedded=embedded,
-            reused=(len(embed_rows) - embedded) if tier == "full" else len(chunks) - static_embedded,
+            reused=(len(read) - len(heads) - embedded) if tier == "full" else len(chunks) - static_embedded,
             removed=len(old_keys - set(keys)),
             seconds=round(time.perf_counter() - started, 3),
             tier=tier,
@@ -560,8 +549,14 @@ class CodeSearch:
     def _vectors(
         self, embedder: TextEmbedder, documents: Sequence[str], keys: Sequence[str], rows: Iterable[int],
         previous: IndexSnapshot | None, array: str, tier: str, *, checkpoint: bool, progress: bool,
+        heads: dict[int, int] | None = None,
     ) -> tuple[np.ndarray, int]:
-        """One tier's vectors: ``rows`` get stored ones reused by key or new ones, the rest zeros; and how many were new."""
+        """One tier's vectors: ``rows`` get stored ones reused by key or new ones, the rest zeros; and how many were new.
+
+        ``heads`` (``{row: row it copies}``, rows among ``rows``; the transformer tier passes it, even empty):
+        later windows of a long definition, which get their first window's vector instead of one of their own.
+        Stored rows that were such copies are then never reused by their key.
+        """
         found: dict[str, np.ndarray] = self.store.load_checkpoint(embedder.fingerprint) if checkpoint else {}
         if previous is not None and array in previous.arrays:
             stored = previous.manifest.get(tier) or {}
@@ -569,15 +564,18 @@ class CodeSearch:
                 vectors = previous.arrays[array]
                 unread = _unread_in(stored) or frozenset()
                 # A shared row holds another chunk's vector: its key must not bring that vector back.
-                shared = _previous_heads(previous) if array == _DENSE else {}
+                shared = _previous_heads(previous) if heads is not None else {}
                 found.update((record["key"], vectors[i]) for i, record in enumerate(previous.chunks)
                              if record.get("kind") not in unread and i not in shared)
-        rows = list(rows)
+        heads = heads or {}
+        rows = [i for i in rows if i not in heads]
         missing = [i for i in rows if keys[i] not in found]
         fresh = self._embed(embedder, documents, keys, missing, checkpoint, progress)
         out = np.zeros((len(keys), embedder.dim), dtype=np.float32)
         for i in rows:
             out[i] = fresh[i] if i in fresh else found[keys[i]]
+        for row, head in heads.items():
+            out[row] = out[head]
         return out, len(missing)
 
     def _embed(
