@@ -23,9 +23,9 @@ class Ranking:
     """How candidate lists become the final order: candidates -> fusion -> boosts -> priors -> diversity.
 
     Attributes:
-        depth: candidates each retriever gives, at least (also ``depth_per_k * k``
-            and ``k``).
-        depth_per_k: candidates per requested hit.
+        depth: candidates each retriever gives (``k`` when more are asked
+            for). The first hits of a search do not depend on ``k`` while
+            ``k <= depth``: asking for 10 or for 50 lists the same first 10.
         fusion_depth: how many places of each list vote in fusion; ``None``
             for all candidates.
         rrf_k: the rank-score constant: place ``r`` scores ``1 / (rrf_k + r)``.
@@ -76,14 +76,17 @@ class Ranking:
             at least this share of the best fused score is not decayed
             (``1.0``: only a chunk tied with the best is held).
         diversity_free: chunks of one file listed before decay starts.
+        diversity_hold_top: chunks in the top this many places of the
+            transformer's list keep their score: a second answer of a file
+            that the transformer ranks near the top is not taken for a repeat
+            of the file's first (0 holds none).
     """
 
-    depth: int = 50
-    depth_per_k: int = 5
+    depth: int = 100
     fusion_depth: int | None = None
     rrf_k: float = 60.0
-    score_share: float = 0.3
-    semantic_weight: float = 0.5
+    score_share: float = 0.6
+    semantic_weight: float = 0.55
     semantic_weight_symbol: float = 0.3
     static_share: float = 0.5
     definitions: bool = True
@@ -94,7 +97,7 @@ class Ranking:
     path_boost: float = 1.0
     path_name_boost: float = 0.2
     coherence: bool = True
-    coherence_boost: float = 0.2
+    coherence_boost: float = 0.25
     priors: bool = True
     prior_multipliers: Mapping[str, float] = field(default_factory=lambda: DEFAULT_PRIORS)
     diversity: bool = True
@@ -102,10 +105,13 @@ class Ranking:
     diversity_similar: tuple[float, float] = (0.55, 0.75)
     diversity_hold: float = 1.0
     diversity_free: int = 1
+    diversity_hold_top: int = 3
 
     def __post_init__(self) -> None:
-        if self.depth < 1 or self.depth_per_k < 0 or (self.fusion_depth is not None and self.fusion_depth < 1):
-            raise ValueError(f"depth and fusion_depth must be >= 1 and depth_per_k >= 0, got {self}")
+        if self.depth < 1 or (self.fusion_depth is not None and self.fusion_depth < 1):
+            raise ValueError(f"depth and fusion_depth must be >= 1, got {self}")
+        if self.diversity_hold_top < 0:
+            raise ValueError(f"diversity_hold_top must be >= 0, got {self.diversity_hold_top}")
         if self.rrf_k < 0:
             raise ValueError(f"rrf_k must be >= 0, got {self.rrf_k}")
         low, high = self.diversity_similar
@@ -144,7 +150,7 @@ class Ranking:
 DEFAULT = Ranking()
 """The library's default."""
 
-ARTICLE = Ranking(depth=30, depth_per_k=0, fusion_depth=30, score_share=0.0, semantic_weight=0.5,
+ARTICLE = Ranking(depth=30, fusion_depth=30, score_share=0.0, semantic_weight=0.5,
                   semantic_weight_symbol=0.5).without(*STAGES)
 """The published pipeline: plain reciprocal rank fusion, k=60, top 30 of each list, nothing else."""
 

@@ -41,10 +41,13 @@ def rank(
         ``(chunk, score)`` best first, at most ``k``.
     """
     profile = analyze_query(query)
-    depth = max(k, ranking.depth, ranking.depth_per_k * k)
+    depth = max(k, ranking.depth)
     ranked = stages.candidates(lists, depth, mask, covered)
     weights = stages.list_weights(profile, list(ranked), ranking)
-    scores = stages.fuse(ranked, weights, ranking.rrf_k, ranking.fusion_depth, lists, ranking.score_share)
+    # Scores are scaled over the whole index's candidates: a scope filters the list without rescaling it.
+    whole = ranked if mask is None or not ranking.score_share else stages.candidates(lists, depth, None, covered)
+    ranges = stages.score_ranges(whole, lists) if ranking.fusion_depth is None else None
+    scores = stages.fuse(ranked, weights, ranking.rrf_k, ranking.fusion_depth, lists, ranking.score_share, ranges)
     evidence = dict(scores)
     top = max(scores.values(), default=1.0 / (ranking.rrf_k + 1.0))
     if ranking.definitions:
@@ -55,7 +58,11 @@ def rank(
         stages.boost_coherence(scores, facts, ranking, top)
     if ranking.priors:
         stages.apply_priors(scores, facts, ranking)
-    final = stages.diversify(scores, facts, ranking, evidence, vectors, k) if ranking.diversity else stages.ordered(scores)
+    if ranking.diversity:
+        held = ranked.get("dense", [])[: ranking.diversity_hold_top]
+        final = stages.diversify(scores, facts, ranking, evidence, vectors, k, held)
+    else:
+        final = stages.ordered(scores)
     return final[:k]
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 import numpy as np
 
@@ -64,13 +64,26 @@ def list_weights(profile: QueryProfile, present: Sequence[str], ranking: Ranking
     return weights
 
 
+def score_ranges(ranked: Mapping[str, Sequence[int]], lists: Mapping[str, np.ndarray]) -> dict[str, tuple[float, float]]:
+    """Each list's ``(lowest, highest)`` score over its candidates ``ranked`` (best first)."""
+    ranges = {}
+    for name, chunks in ranked.items():
+        if len(chunks):
+            ranges[name] = (float(lists[name][chunks[-1]]), float(lists[name][chunks[0]]))
+    return ranges
+
+
 def fuse(ranked: Mapping[str, Sequence[int]], weights: Mapping[str, float], rrf_k: float,
-         depth: int | None = None, raw: Mapping[str, np.ndarray] | None = None, score_share: float = 0.0) -> Scores:
+         depth: int | None = None, raw: Mapping[str, np.ndarray] | None = None, score_share: float = 0.0,
+         ranges: Mapping[str, tuple[float, float]] | None = None) -> Scores:
     """Weighted rank fusion: place ``r`` of a list scores ``weight / (rrf_k + r)``, summed over lists.
 
     With equal weights this orders exactly as reciprocal rank fusion
     (Cormack et al., 2009); scores on different scales combine without
-    calibration.
+    calibration. With ``score_share``, that share of each vote is the
+    retriever's own score min-max scaled over ``ranges`` (the pipeline gives
+    the candidates of the whole index, so a scope filters without rescaling;
+    by default the voting candidates'), topped at the first place's rank score.
     """
     fused: Scores = {}
     for name, chunks in ranked.items():
@@ -81,7 +94,8 @@ def fuse(ranked: Mapping[str, Sequence[int]], weights: Mapping[str, float], rrf_
         values = raw.get(name) if raw is not None and score_share > 0 else None
         if values is not None and len(voting):
             scores = np.asarray(values, dtype=np.float64)[list(voting)]
-            low, span = float(scores.min()), float(scores.max() - scores.min()) or 1.0
+            low, high = ranges[name] if ranges is not None and name in ranges else (scores.min(), scores.max())
+            low, span = float(low), float(high - low) or 1.0
         for rank, chunk in enumerate(voting, start=1):
             vote = 1.0 / (rrf_k + rank)
             if values is not None:
@@ -218,7 +232,8 @@ def ordered(scores: Scores) -> list[tuple[int, float]]:
 
 
 def diversify(scores: Scores, facts: IndexFacts, ranking: Ranking, evidence: Scores | None = None,
-              vectors: np.ndarray | None = None, k: int | None = None) -> list[tuple[int, float]]:
+              vectors: np.ndarray | None = None, k: int | None = None,
+              held: Collection[int] = ()) -> list[tuple[int, float]]:
     """Order candidates so one file does not fill the list, keeping its other answers.
 
     Walking the candidates best first, the ``n``-th chunk of a file already
@@ -229,15 +244,17 @@ def diversify(scores: Scores, facts: IndexFacts, ranking: Ranking, evidence: Sco
     (1 without vectors, or for a chunk whose row is all zeros: one the
     transformer did not read). A second function of a file is another answer; the
     next window of the same class is more of one. A chunk the retrievers put
-    near the top is not decayed either: its fused score (``evidence``, before
-    any boost) is at least ``diversity_hold`` of the best. A file's best chunk
-    is never decayed.
+    near the top is not decayed either: one in ``held`` (the pipeline passes
+    the transformer's top ``diversity_hold_top``), or one whose fused score
+    (``evidence``, before any boost) is at least ``diversity_hold`` of the
+    best. A file's best chunk is never decayed.
 
     Decay only lowers a score, so with ``k`` the walk stops once ``k`` chunks
     score above the next candidate's undecayed score: the first ``k`` places
     are those of the whole walk, and the cosines of the rest are never computed.
     """
     low, high = ranking.diversity_similar
+    held = frozenset(held)
     top = max(evidence.values(), default=0.0) if evidence else 0.0
     above: dict[int, list[int]] = {}  # file -> its chunks walked so far
     best: list[float] = []  # the k best scores so far, a min-heap
@@ -247,7 +264,9 @@ def diversify(scores: Scores, facts: IndexFacts, ranking: Ranking, evidence: Sco
             break
         mates = above.setdefault(int(facts.file_of[chunk]), [])
         n = len(mates)
-        strong = evidence is not None and top > 0 and evidence.get(chunk, 0.0) >= ranking.diversity_hold * top
+        strong = chunk in held or (
+            evidence is not None and top > 0 and evidence.get(chunk, 0.0) >= ranking.diversity_hold * top
+        )
         score = fused
         if n >= ranking.diversity_free and not strong:
             repeats = 1.0  # without a vector, no evidence it is another answer
@@ -275,4 +294,5 @@ __all__ = [
     "fuse",
     "list_weights",
     "ordered",
+    "score_ranges",
 ]
