@@ -44,9 +44,11 @@ def rank(
     depth = max(k, ranking.depth)
     ranked = stages.candidates(lists, depth, mask, covered)
     weights = stages.list_weights(profile, list(ranked), ranking)
-    # Scores are scaled over the whole index's candidates: a scope filters the list without rescaling it.
-    whole = ranked if mask is None or not ranking.score_share else stages.candidates(lists, depth, None, covered)
-    ranges = stages.score_ranges(whole, lists) if ranking.fusion_depth is None else None
+    ranges = None
+    if ranking.score_share:
+        # Scaled over the whole index's candidates: a scope filters the list without rescaling it.
+        whole = ranked if mask is None else stages.candidates(lists, depth, None, covered)
+        ranges = stages.score_ranges(whole, lists)
     scores = stages.fuse(ranked, weights, ranking.rrf_k, ranking.fusion_depth, lists, ranking.score_share, ranges)
     evidence = dict(scores)
     top = max(scores.values(), default=1.0 / (ranking.rrf_k + 1.0))
