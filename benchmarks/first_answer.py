@@ -43,7 +43,7 @@ from typing import Any
 BENCHMARKS = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCHMARKS))
 
-from peer_benchmark import distill_semble_model, run_semble, score_semble, table  # noqa: E402
+from peer_benchmark import distill_semble_model, load_models, run_semble, score_semble, table  # noqa: E402
 from peer_data import DEV_REPOSITORIES, Repo, export_trees, indexed_locations, load_repos, macro, query_ndcgs  # noqa: E402
 
 from codesearch import CodeSearch  # noqa: E402
@@ -140,9 +140,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not (args.semble_model / "config.json").is_file():
         distill_semble_model(args.semble_python, args.semble_model)
     # Both sides' models on disk before any timing: codesearch's exports and static model.
-    warm = CodeSearch(repos[0].root, index_dir=args.index_dir / "warm-up")
-    warm.static_embedder  # noqa: B018
-    warm.embedder  # noqa: B018
+    load_models(CodeSearch(repos[0].root, index_dir=args.index_dir / "warm-up"))
 
     semble_raw = run_semble(args.semble_python, args.semble_model, repos)
     rows, per_repo = [], {}

@@ -127,6 +127,13 @@ def score_semble(repo: Repo, raw: dict[str, Any]) -> dict[str, Any]:
 # -- codesearch -------------------------------------------------------------------
 
 
+def load_models(cs: CodeSearch) -> None:
+    """Load both tiers' models (exported and distilled on first use), so that no timing counts them."""
+    cs.embedder  # noqa: B018
+    if cs.has_static:
+        cs.static_embedder  # noqa: B018
+
+
 def warm_p50_ms(cs: CodeSearch, repo: Repo, *, refresh: bool) -> float:
     """Median over the repository's queries of each query's median of ``LATENCY_RUNS`` warm searches."""
     per_query = []
@@ -156,9 +163,7 @@ def run_codesearch(repo: Repo, index_root: Path, config: str, rankings: dict[str
     index_dir = index_root / f"{repo.name}{_folder_tag(config)}"
     shutil.rmtree(index_dir, ignore_errors=True)
     cs = CodeSearch(repo.root, index_dir=index_dir, **CONFIGS[config])
-    cs.embedder  # load (and if needed export) the model outside the timed index  # noqa: B018
-    if cs.has_static:
-        cs.static_embedder  # and the static model (distilled on first use)  # noqa: B018
+    load_models(cs)
     started = time.perf_counter()
     report = cs.index()
     index_s = time.perf_counter() - started

@@ -111,12 +111,17 @@ def _wait(child: multiprocessing.process.BaseProcess, timeout: float = 120) -> i
     return child.exitcode
 
 
-def _timed_index(root: Path, index_dir: Path, tier: str, update: bool) -> float:
-    """Seconds a child takes to build ``index_dir`` from nothing, or to update it from version 0 to 1."""
+def _prepare(root: Path, index_dir: Path, tier: str, update: bool) -> None:
+    """Leave version 1 on disk, with ``index_dir`` empty or (``update``) holding version 0's index."""
     if update:
         _write_version(root, 0)
         _searcher(root, index_dir, tier).index(tier=tier)  # type: ignore[arg-type]
     _write_version(root, 1)
+
+
+def _timed_index(root: Path, index_dir: Path, tier: str, update: bool) -> float:
+    """Seconds a child takes to build ``index_dir`` from nothing, or to update it from version 0 to 1."""
+    _prepare(root, index_dir, tier, update)
     started = time.perf_counter()
     assert _wait(_start_index(root, index_dir, tier=tier)) == 0
     return time.perf_counter() - started
@@ -142,10 +147,7 @@ def test_kill_9_at_random_points_leaves_old_or_new_index(
     for trial in range(trials):
         index_dir = tmp_path / f"index{trial}"
         full = trial % 3 == 0  # a third build from nothing, the rest update version 0 to 1
-        if not full:
-            _write_version(root, 0)
-            _searcher(root, index_dir, tier).index(tier=tier)  # type: ignore[arg-type]
-        _write_version(root, 1)
+        _prepare(root, index_dir, tier, update=not full)
         child = _start_index(root, index_dir, tier=tier)
         time.sleep(rng.uniform(0.0, duration * 1.5))
         child.kill()
