@@ -223,6 +223,34 @@ def test_priors_multiply_by_path_class(facts: IndexFacts) -> None:
     assert scores == pytest.approx({0: 1.0, 5: 0.3, 6: 0.5})
 
 
+def test_keyword_lists_take_the_priors_of_docs_and_config_before_the_cut(facts: IndexFacts) -> None:
+    lists = {"bm25": np.array([2.0, 0, 0, 0, 0, 3.0, 10.0, 0]), "dense": np.arange(8.0)}
+    weighed = S.weigh_keyword_lists(lists, facts, Ranking(prior_multipliers={"test": 0.3, "doc": 0.2}))
+    # The doc chunk (6) takes the docs' prior; the test chunk (5) does not (tests are not keyword priors).
+    assert weighed["bm25"] == pytest.approx([2.0, 0, 0, 0, 0, 3.0, 2.0, 0])
+    assert weighed["dense"] is lists["dense"]
+    assert S.candidates(weighed, 2)["bm25"] == [5, 0]
+    assert S.candidates(lists, 2)["bm25"] == [6, 5]
+    unweighed = S.weigh_keyword_lists(lists, facts, Ranking(keyword_priors=frozenset()))
+    assert unweighed["bm25"] is lists["bm25"]
+
+
+def test_a_readme_neither_takes_the_keyword_lists_first_place_nor_sets_its_scale() -> None:
+    # The keywords' best code chunk (0) and the transformer's (1) are close; a README matching the
+    # query's prose scores far above both. Counted as the keyword list's top, it shrinks every code
+    # chunk's keyword vote and the transformer's pick wins; weighed by its prior first, it does not.
+    facts = IndexFacts([{"path": "src/a.py"}, {"path": "src/b.py"}, {"path": "README.md"}, {"path": "src/c.py"}])
+    lists = {"bm25": np.array([3.0, 1.0, 9.0, 0.0]), "dense": np.array([0.2, 0.6, 0.1, 0.3])}
+    plain = replace(DEFAULT, definitions=False, path_words=False, coherence=False, diversity=False)
+    assert [c for c, _ in rank("send it again", lists, facts, plain, k=4)] == [0, 1, 3, 2]
+    unweighed = replace(plain, keyword_priors=frozenset())
+    assert [c for c, _ in rank("send it again", lists, facts, unweighed, k=4)] == [1, 0, 3, 2]
+    # With the priors stage off, the keyword list is taken as it is.
+    off = rank("send it again", lists, facts, replace(plain, priors=False), k=4)
+    assert off == rank("send it again", lists, facts, replace(unweighed, priors=False), k=4)
+    assert off != rank("send it again", lists, facts, unweighed, k=4)
+
+
 def test_diversity_decays_extra_chunks_of_a_file_but_never_its_best(facts: IndexFacts) -> None:
     scores = {0: 1.0, 1: 0.9, 2: 0.8, 3: 0.7}
     out = S.diversify(scores, facts, Ranking(diversity_decay=0.5), evidence=dict(scores))
@@ -349,6 +377,8 @@ def test_ranking_validation_and_names() -> None:
         Ranking(diversity_similar=(0.8, 0.8))
     with pytest.raises(ValueError, match="unknown path classes"):
         Ranking(prior_multipliers={"vendor": 0.1})
+    with pytest.raises(ValueError, match="unknown path classes.*keyword_priors"):
+        Ranking(keyword_priors=frozenset({"vendor"}))
     assert hash(DEFAULT) == hash(replace(DEFAULT))
 
 

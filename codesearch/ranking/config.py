@@ -17,6 +17,9 @@ DEFAULT_PRIORS: Mapping[str, float] = MappingProxyType(
     {TEST: 0.3, COMPAT: 0.3, EXAMPLE: 0.3, REEXPORT: 0.5, STUB: 0.7, DOC: 0.2, CONFIG: 0.5}
 )
 
+KEYWORD_PRIORS = frozenset({DOC, CONFIG})
+"""Path classes whose priors the keyword list takes before its candidates are cut (see ``Ranking.keyword_priors``)."""
+
 
 @dataclass(frozen=True)
 class Ranking:
@@ -61,6 +64,12 @@ class Ranking:
         priors: stage switch -- multiply scores by path-class priors.
         prior_multipliers: path class (``test``, ``compat``, ``example``,
             ``reexport``, ``stub``, ``doc``, ``config``) -> multiplier.
+        keyword_priors: path classes whose multipliers also weigh the keyword
+            list before its candidates are cut and its scores scaled (with
+            ``priors`` on): a README or a config file, whose prose matches
+            plain-English queries, neither takes a keyword place from code
+            nor sets the list's scale. Tests are not among them by default:
+            the held-out questions lose more than the seeds gain.
         diversity: stage switch -- a file's second, third ... chunk in the list
             is decayed as far as it repeats what the file already has in the
             list, unless it is strong.
@@ -100,6 +109,7 @@ class Ranking:
     coherence_boost: float = 0.25
     priors: bool = True
     prior_multipliers: Mapping[str, float] = field(default_factory=lambda: DEFAULT_PRIORS)
+    keyword_priors: frozenset[str] = KEYWORD_PRIORS
     diversity: bool = True
     diversity_decay: float = 0.6
     diversity_similar: tuple[float, float] = (0.55, 0.75)
@@ -124,10 +134,12 @@ class Ranking:
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
                 raise ValueError(f"{name} must be between 0 and 1, got {value}")
-        unknown = set(self.prior_multipliers) - set(PATH_CLASSES)
-        if unknown:
-            raise ValueError(f"unknown path classes {sorted(unknown)} in prior_multipliers; use {', '.join(PATH_CLASSES)}")
+        for name in ("prior_multipliers", "keyword_priors"):
+            unknown = set(getattr(self, name)) - set(PATH_CLASSES)
+            if unknown:
+                raise ValueError(f"unknown path classes {sorted(unknown)} in {name}; use {', '.join(PATH_CLASSES)}")
         object.__setattr__(self, "prior_multipliers", MappingProxyType(dict(self.prior_multipliers)))
+        object.__setattr__(self, "keyword_priors", frozenset(self.keyword_priors))
 
     def without(self, *stages: str) -> Ranking:
         """This ranking with the named stages switched off (for ablations)."""
@@ -171,4 +183,4 @@ def resolve_ranking(ranking: str | Ranking) -> Ranking:
         raise ValueError(f"unknown ranking {ranking!r}; use one of {', '.join(RANKINGS)} or a Ranking") from None
 
 
-__all__ = ["ARTICLE", "DEFAULT", "DEFAULT_PRIORS", "RANKINGS", "STAGES", "Ranking", "resolve_ranking"]
+__all__ = ["ARTICLE", "DEFAULT", "DEFAULT_PRIORS", "KEYWORD_PRIORS", "RANKINGS", "STAGES", "Ranking", "resolve_ranking"]

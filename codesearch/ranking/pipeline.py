@@ -41,6 +41,8 @@ def rank(
         ``(chunk, score)`` best first, at most ``k``.
     """
     profile = analyze_query(query)
+    if ranking.priors:
+        lists = stages.weigh_keyword_lists(lists, facts, ranking)
     depth = max(k, ranking.depth)
     ranked = stages.candidates(lists, depth, mask, covered)
     weights = stages.list_weights(profile, list(ranked), ranking)

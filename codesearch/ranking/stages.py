@@ -5,7 +5,9 @@ the query's :class:`~codesearch.ranking.query.QueryProfile`, the index's
 :class:`~codesearch.ranking.facts.IndexFacts` and the knobs in
 :class:`~codesearch.ranking.config.Ranking`. The boosts add a multiple of
 ``top``, the best fused score, so each stage's strength is the same whatever
-the retrievers' scales and no boost compounds another.
+the retrievers' scales and no boost compounds another. Before the candidates
+are cut, the keyword lists take the priors of docs and config
+(:func:`weigh_keyword_lists`).
 """
 
 from __future__ import annotations
@@ -25,6 +27,20 @@ Scores = dict[int, float]
 
 KEYWORD_LISTS = frozenset({"bm25"})
 """Lists whose zero scores mean "shares no term with the query" (left out of the candidates)."""
+
+
+def weigh_keyword_lists(lists: Mapping[str, np.ndarray], facts: IndexFacts, ranking: Ranking) -> dict[str, np.ndarray]:
+    """The keyword lists times the priors of the path classes in ``ranking.keyword_priors``; the others as given.
+
+    Run before :func:`candidates`, so a chunk the priors bury anyway (a README
+    whose prose matches a plain-English query) does not take a keyword place
+    from code, nor become the top that :func:`fuse` scales the list's scores by.
+    """
+    multipliers = {name: m for name, m in ranking.prior_multipliers.items() if name in ranking.keyword_priors}
+    if not multipliers or KEYWORD_LISTS.isdisjoint(lists):
+        return dict(lists)
+    per_chunk = facts.file_priors(multipliers)[facts.file_of]
+    return {name: scores * per_chunk if name in KEYWORD_LISTS else scores for name, scores in lists.items()}
 
 
 def candidates(lists: Mapping[str, np.ndarray], n: int, mask: np.ndarray | None = None,
@@ -295,4 +311,5 @@ __all__ = [
     "list_weights",
     "ordered",
     "score_ranges",
+    "weigh_keyword_lists",
 ]
