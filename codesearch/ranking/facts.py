@@ -195,16 +195,20 @@ class IndexFacts:
                 found.setdefault(entry.chunk, entry.name)
         return found
 
-    def file_priors(self, multipliers: Mapping[str, float]) -> np.ndarray:
-        """Per-file product of the multipliers of its path classes (cached per multiplier set)."""
+    def chunk_priors(self, multipliers: Mapping[str, float]) -> np.ndarray:
+        """Per chunk, the product of the multipliers of its file's path classes (cached per multiplier set).
+
+        Ranking asks for it on every query, so the per-file products and their
+        spread over the chunks are computed once per index.
+        """
         key = tuple(sorted(multipliers.items()))
         cached = self._prior_cache.get(key)
         if cached is None:
-            cached = np.ones(len(self.files), dtype=np.float64)
+            per_file = np.ones(len(self.files), dtype=np.float64)
             for number, classes in enumerate(self.classes):
                 for name in classes:
-                    cached[number] *= multipliers.get(name, 1.0)
-            self._prior_cache[key] = cached
+                    per_file[number] *= multipliers.get(name, 1.0)
+            cached = self._prior_cache[key] = per_file[self.file_of]
         return cached
 
 

@@ -39,8 +39,8 @@ def weigh_keyword_lists(lists: Mapping[str, np.ndarray], facts: IndexFacts, rank
     multipliers = {name: m for name, m in ranking.prior_multipliers.items() if name in ranking.keyword_priors}
     if not multipliers or KEYWORD_LISTS.isdisjoint(lists):
         return dict(lists)
-    per_chunk = facts.file_priors(multipliers)[facts.file_of]
-    return {name: scores * per_chunk if name in KEYWORD_LISTS else scores for name, scores in lists.items()}
+    priors = facts.chunk_priors(multipliers)
+    return {name: scores * priors if name in KEYWORD_LISTS else scores for name, scores in lists.items()}
 
 
 def candidates(lists: Mapping[str, np.ndarray], n: int, mask: np.ndarray | None = None,
@@ -237,9 +237,9 @@ def boost_coherence(scores: Scores, facts: IndexFacts, ranking: Ranking, top: fl
 
 def apply_priors(scores: Scores, facts: IndexFacts, ranking: Ranking) -> None:
     """Multiply each candidate by its file's path-class priors (tests, compat, examples, ...), in place."""
-    priors = facts.file_priors(ranking.prior_multipliers)
+    priors = facts.chunk_priors(ranking.prior_multipliers)
     for chunk in scores:
-        scores[chunk] *= float(priors[facts.file_of[chunk]])
+        scores[chunk] *= float(priors[chunk])
 
 
 def ordered(scores: Scores) -> list[tuple[int, float]]:
