@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from codesearch import _chunker_py
-from codesearch.scan import scan
+from codesearch.files import scan
 
 Chunker = Callable[[str], list[tuple[int, int, str]]]
 

@@ -43,11 +43,10 @@ def corpus_texts(root: Path) -> list[str]:
     Uses ``codesearch.scan.scan`` when it exists (the files the index would see);
     otherwise every UTF-8 text file outside ``.git``.
     """
-    from codesearch.chunking import chunk_text
-    from codesearch.embed import document_text
+    from codesearch.chunking import chunk_text, document_text
 
     try:
-        from codesearch.scan import scan
+        from codesearch.files import scan
     except ImportError:
         files = _walk(root)
     else:
@@ -75,8 +74,8 @@ def _walk(root: Path) -> list[tuple[str, str]]:
 
 def worker(engine: str, model: str, texts_file: Path, out_dir: Path, cache_dir: str | None) -> None:
     """Load one engine, answer ``run`` lines on stdin with a JSON timing line on stdout."""
-    from codesearch.embed import Embedder, available_cores
-    from codesearch.models import resolve_model
+    from codesearch.embedding import Embedder, available_cores
+    from codesearch.embedding.catalogue import resolve_model
 
     spec = resolve_model(model)
     if engine == PREPARE:  # export here, so no engine's peak memory includes torch's export

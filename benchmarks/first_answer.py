@@ -102,8 +102,8 @@ def throughput(repos: Sequence[Repo], limit: int = 400) -> dict[str, dict[str, f
     """Transformer chunks/s and tokens/s, fp32 and int8, over the same chunks (up to ``limit``)."""
     from codesearch.chunking import document_text
     from codesearch.definitions import chunk_definitions
-    from codesearch.embed import Embedder
-    from codesearch.scan import scan
+    from codesearch.embedding import Embedder
+    from codesearch.files import scan
 
     texts: list[str] = []
     for repo in repos:

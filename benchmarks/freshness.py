@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from codesearch import CodeSearch
-from codesearch.scan import changed_files, scan
+from codesearch.files import changed_files, scan
 from codesearch.scope import kind_of
 
 

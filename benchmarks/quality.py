@@ -206,7 +206,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.requests:
         sets["requests"] = (args.requests, seed_questions(args.requests))
 
-    from codesearch.embed import Embedder
+    from codesearch.embedding import Embedder
 
     result: dict[str, Any] = {"models": {}}
     with tempfile.TemporaryDirectory(prefix="codesearch-quality-") as scratch:

@@ -45,7 +45,7 @@ from typing import Any
 
 from codesearch.chunking import split_lines
 from codesearch.exceptions import CodeSearchError
-from codesearch.scan import scan
+from codesearch.files import scan
 from codesearch.search import CodeSearch, document_text
 from codesearch.stats import repo_stats
 
@@ -194,7 +194,7 @@ class PeakMemory:
 
 
 def load_embedder(name: str, int8: bool) -> Any:
-    from codesearch.embed import Embedder
+    from codesearch.embedding import Embedder
 
     return Embedder(name, int8=int8)
 

@@ -18,7 +18,8 @@ from codesearch.exceptions import (
     RootNotFoundError,
 )
 from codesearch.multi import MultiSearch
-from codesearch.search import CodeSearch, Hit, IndexReport, SearchInfo
+from codesearch.search import CodeSearch
+from codesearch.types import Hit, IndexReport, SearchInfo
 
 __version__ = "0.1.0"
 

@@ -10,12 +10,15 @@ import functools
 import json
 import sys
 from collections import Counter
-from collections.abc import Callable
-from typing import Any, TypeVar
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from codesearch.exceptions import CodeSearchError
+
+if TYPE_CHECKING:
+    from codesearch.types import Hit
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -46,6 +49,15 @@ def reports_errors(command: F) -> F:
 
 def _echo_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, ensure_ascii=False))
+
+
+def _echo_hits(hits: Sequence[Hit], preview_lines: int, with_root: bool = False) -> None:
+    """Hits as a numbered list: the location in bold, kind and score, then the first lines of each."""
+    for rank, hit in enumerate(hits, start=1):
+        where = f"{hit.root}/" if with_root and hit.root else ""
+        click.echo(click.style(f"{rank:>2}. {where}{hit.location}", bold=True) + f"  {hit.kind}  {hit.score:.4f}")
+        for line in hit.text.splitlines()[:preview_lines]:
+            click.echo(f"      {line[:160]}")
 
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for tools instead of text.")
@@ -220,11 +232,7 @@ def search(
         return
     if not hits:
         click.echo("no hits")
-    for rank, hit in enumerate(hits, start=1):
-        where = f"{hit.root}/" if hit.root and len(paths) > 1 else ""
-        click.echo(click.style(f"{rank:>2}. {where}{hit.location}", bold=True) + f"  {hit.kind}  {hit.score:.4f}")
-        for line in hit.text.splitlines()[:preview_lines]:
-            click.echo(f"      {line[:160]}")
+    _echo_hits(hits, preview_lines, with_root=len(paths) > 1)
     static_roots = [root for root, tier in tiers.items() if tier == "static"]
     if static_roots:
         click.echo(f"(answered from the static tier; `codesearch index {static_roots[0]}` adds the transformer's)",
@@ -251,10 +259,7 @@ def related(location: str, path: str, model: str, index_dir: str | None, int8: b
     if as_json:
         _echo_json({"location": location, "hits": [hit.as_dict() for hit in hits]})
         return
-    for rank, hit in enumerate(hits, start=1):
-        click.echo(click.style(f"{rank:>2}. {hit.location}", bold=True) + f"  {hit.kind}  {hit.score:.4f}")
-        for text_line in hit.text.splitlines()[:preview_lines]:
-            click.echo(f"      {text_line[:160]}")
+    _echo_hits(hits, preview_lines)
 
 
 @main.command()
@@ -319,7 +324,7 @@ def info(path: str, index_dir: str | None, model: str | None, as_json: bool) -> 
 @reports_errors
 def export(model: str, int8: bool, out: str | None, quiet: bool, as_json: bool) -> None:
     """Export MODEL (minilm, bge-small, bge-m3, a hub id or a folder) to a fused ONNX graph."""
-    from codesearch.export import export_model
+    from codesearch.embedding.export import export_model
 
     result = export_model(model, int8=int8, out=out, progress=not quiet and not as_json)
     if as_json:

@@ -15,8 +15,8 @@ server keeps serving.
 
 A repository answers from its static tier as soon as that exists; the
 transformer tier is then built in a background thread of this process (one
-per repository, holding the index's write lock), and searches switch to it
-when it is committed.
+per repository, holding the index's write lock; ``CodeSearch(background_upgrade=True)``),
+and searches switch to it when it is committed.
 """
 
 from __future__ import annotations
@@ -27,9 +27,11 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from codesearch.exceptions import CodeSearchError, IndexCancelledError
+from codesearch.exceptions import CodeSearchError
 from codesearch.locations import parse_location
-from codesearch.search import CodeSearch, Hit
+from codesearch.scope import as_strings
+from codesearch.search import CodeSearch
+from codesearch.types import Hit
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +53,8 @@ class Workspace:
     Args:
         roots: the repositories named on the command line; the first is the default.
         background: build the transformer tier in a background thread after a
-            repository's first answer (off in tests that want a fixed tier).
+            repository's first answer (``CodeSearch(background_upgrade=True)``;
+            off in tests that want a fixed tier).
         **options: passed to every :class:`CodeSearch` (``model``, ``int8``, ...).
     """
 
@@ -59,11 +62,9 @@ class Workspace:
         if not roots:
             roots = ["."]
         self.default = Path(roots[0]).expanduser().resolve()
-        self.options = options
-        self.background = background
+        self.options = {**options, "background_upgrade": background}
         self._searchers: dict[Path, CodeSearch] = {}
         self._locks: dict[Path, threading.Lock] = {}
-        self._upgrades: dict[Path, threading.Thread] = {}
         self._guard = threading.Lock()
         for root in roots:
             self.searcher(root)  # check every root now: a bad one fails at start, not at first use
@@ -80,47 +81,9 @@ class Workspace:
                 self._locks[root] = threading.Lock()
             return found, self._locks[root]
 
-    def upgrade_later(self, cs: CodeSearch) -> None:
-        """Start building the transformer tier in the background, once per repository at a time."""
-        if not self.background or cs.last_search is None or cs.last_search.tier != "static":
-            return
-        with self._guard:
-            running = self._upgrades.get(cs.root)
-            if running is not None and running.is_alive():
-                return
-            thread = threading.Thread(target=self._upgrade, args=(cs,), name=f"codesearch-index-{cs.root.name}",
-                                      daemon=True)
-            self._upgrades[cs.root] = thread
-            thread.start()
-
-    def _upgrade(self, cs: CodeSearch) -> None:
-        try:
-            cs.index(tier="full")
-        except IndexCancelledError:
-            pass  # a search needed the lock to refresh; it starts the upgrade again after answering
-        except CodeSearchError as exc:  # another writer, a model that cannot load: keep the static tier
-            log.warning("codesearch: the transformer tier of %s was not built: %s", cs.root, exc)
-
-    def pause_upgrade_for_changes(self, cs: CodeSearch) -> bool | None:
-        """Before a search while the transformer tier is being built here: stat the files, and when some
-        changed, stop that build at its next checkpoint, so the search can refresh (and see the edit) first.
-
-        Returns:
-            The search's ``refresh``: ``None`` (its own stat pass, as set) when no build runs here, else
-            whether files changed, so the files are not statted twice.
-        """
-        running = self._upgrades.get(cs.root)
-        if running is None or not running.is_alive() or not cs.refresh:
-            return None
-        if not cs.changes():
-            return False
-        cs.cancel_indexing()
-        running.join()
-        return True
-
     def wait_for_upgrades(self, timeout: float | None = None) -> None:
-        for thread in list(self._upgrades.values()):
-            thread.join(timeout)
+        for searcher in list(self._searchers.values()):
+            searcher.wait_for_upgrade(timeout)
 
 
 def _trim(hit: Hit, max_lines: int) -> dict[str, Any]:
@@ -137,12 +100,6 @@ def _checked_lines(max_lines: int) -> int:
     return max_lines
 
 
-def _strings(value: str | list[str] | None) -> list[str]:
-    if value is None:
-        return []
-    return [value] if isinstance(value, str) else list(value)
-
-
 def tool_search(ws: Workspace, query: str, repo: str | None = None, k: int = 10, mode: str = "hybrid",
                 scope: str | None = None, include: list[str] | None = None, exclude: list[str] | None = None,
                 kinds: list[str] | None = None, max_lines: int = 40) -> dict[str, Any]:
@@ -150,11 +107,9 @@ def tool_search(ws: Workspace, query: str, repo: str | None = None, k: int = 10,
     _checked_lines(max_lines)
     cs, lock = ws.searcher(repo)
     with lock:
-        refresh = ws.pause_upgrade_for_changes(cs)
-        hits = cs.search(query, k=k, mode=mode, scope=scope, include=_strings(include),  # type: ignore[arg-type]
-                         exclude=_strings(exclude), kinds=_strings(kinds) or None, refresh=refresh)
+        hits = cs.search(query, k=k, mode=mode, scope=scope, include=as_strings(include),  # type: ignore[arg-type]
+                         exclude=as_strings(exclude), kinds=as_strings(kinds) or None)
         info = cs.last_search
-    ws.upgrade_later(cs)
     return {"repo": str(cs.root), "tier": info.tier if info else None,
             "refreshed": info.refreshed if info else 0, "hits": [_trim(h, max_lines) for h in hits]}
 

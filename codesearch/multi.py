@@ -8,8 +8,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from codesearch.fusion import RRF_K, reciprocal_rank_fusion
-from codesearch.search import CodeSearch, Hit, SearchInfo
+from codesearch.ranking.fusion import RRF_K, reciprocal_rank_fusion
+from codesearch.search import CodeSearch
+from codesearch.types import Hit, IndexReport, SearchInfo
 
 ROOT_DEPTH = 3
 """Each root gives ``ROOT_DEPTH * k`` hits to the fusion."""
@@ -65,7 +66,7 @@ class MultiSearch:
                                        depth=None)
         return [replace(by_id[key], score=score) for key, score in fused[:k]]
 
-    def index(self, **options: Any) -> list[Any]:
+    def index(self, **options: Any) -> list[IndexReport]:
         """Index every root (see :meth:`CodeSearch.index`); one report per root."""
         return [s.index(**options) for s in self.searchers]
 

@@ -126,6 +126,13 @@ def kind_of(path: str) -> Kind:
     return SOURCE
 
 
+def as_strings(value: str | Iterable[str] | None) -> tuple[str, ...]:
+    """One string, many, or none (``None``), as a tuple: how the API and the MCP tools take globs and kinds."""
+    if value is None:
+        return ()
+    return (value,) if isinstance(value, str) else tuple(value)
+
+
 def _as_tuple(value: str | Iterable[str], what: str) -> tuple[str, ...]:
     items = (value,) if isinstance(value, str) else tuple(value)
     for item in items:
@@ -298,5 +305,6 @@ __all__ = [
     "SOURCE",
     "Scope",
     "TEST",
+    "as_strings",
     "kind_of",
 ]

@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from codesearch.chunking import BACKEND, ChunkParams, chunk_text
-from codesearch.scan import scan
+from codesearch.files import scan
 
 
 @dataclass(frozen=True, slots=True)

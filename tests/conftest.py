@@ -99,7 +99,7 @@ def hashing_embedder() -> HashingEmbedder:
 # --- embedding models (codesearch.models / export / embed) ---------------------------
 
 # Standard-library modules whose code gives the ONNX-vs-torch tests real code chunks
-# (the int8 gate calibrates on other files, see codesearch.export._STDLIB_SAMPLE).
+# (the int8 gate calibrates on other files, see codesearch.embedding.gate.CALIBRATION_FILES).
 _EMBED_STDLIB_FILES = (
     "subprocess.py",
     "inspect.py",
@@ -154,7 +154,7 @@ def embed_code_chunks() -> list[str]:
 def minilm_embedder(embed_cache_dir: Path):  # type: ignore[no-untyped-def]
     """The default model's fp32 ONNX embedder (exported into the test cache on first use)."""
     pytest.importorskip("onnxruntime")
-    from codesearch.embed import Embedder
+    from codesearch.embedding import Embedder
 
     return Embedder("minilm", export_progress=False)
 
@@ -162,7 +162,7 @@ def minilm_embedder(embed_cache_dir: Path):  # type: ignore[no-untyped-def]
 @pytest.fixture(scope="session")
 def minilm_int8_embedder(embed_cache_dir: Path, minilm_embedder):  # type: ignore[no-untyped-def]
     """The default model's int8 embedder (quantised and gated on first use)."""
-    from codesearch.embed import Embedder
+    from codesearch.embedding import Embedder
 
     return Embedder("minilm", int8=True, export_progress=False)
 
@@ -172,7 +172,7 @@ def minilm_sentence_transformer():  # type: ignore[no-untyped-def]
     """The reference: sentence-transformers (torch) on the same bundled MiniLM weights."""
     pytest.importorskip("torch")
     st = pytest.importorskip("sentence_transformers")
-    from codesearch.models import resolve_model
+    from codesearch.embedding.catalogue import resolve_model
 
     spec = resolve_model("minilm")
     model = st.SentenceTransformer(str(spec.local_path()), device="cpu")
@@ -184,7 +184,7 @@ def _embed_tiny_tokenizer(folder: Path, kind: str) -> None:
     """Save a fast tokenizer: MiniLM's WordPiece for BERT, a small byte-level BPE for XLM-R."""
     import shutil
 
-    from codesearch.models import resolve_model
+    from codesearch.embedding.catalogue import resolve_model
 
     if kind == "bert":
         source = resolve_model("minilm").local_path()

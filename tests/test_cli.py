@@ -141,7 +141,7 @@ def test_damaged_index_is_one_line_error(repo: Path, keyword_index: Path) -> Non
 
 def test_lock_held_is_one_line_error(repo: Path, keyword_index: Path) -> None:
     code = (
-        "import time; from codesearch.store import IndexStore\n"
+        "import time; from codesearch.index.store import IndexStore\n"
         f"with IndexStore({str(keyword_index)!r}).write_lock():\n    print('held', flush=True); time.sleep(60)\n"
     )
     holder = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)

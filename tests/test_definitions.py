@@ -740,7 +740,7 @@ def test_real_files_satisfy_the_contract(params: ChunkParams) -> None:
 
 
 def test_requests_corpus(requests_corpus: Path) -> None:
-    from codesearch.scan import scan
+    from codesearch.files import scan
 
     files = scan(requests_corpus).files
     started = time.perf_counter()

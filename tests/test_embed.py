@@ -11,9 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from codesearch.embed import Embedder, EmbedReport, document_text
+from codesearch.chunking import document_text
+from codesearch.embedding import Embedder, EmbedReport
+from codesearch.embedding.catalogue import resolve_model
 from codesearch.exceptions import ExportError, ModelNotAvailableError
-from codesearch.models import resolve_model
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -55,7 +56,7 @@ def test_report_prints_what_happened() -> None:
 
 
 def test_no_export_and_no_torch_says_what_to_install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from codesearch import export
+    from codesearch.embedding import export
 
     monkeypatch.setattr(export, "_EXPORT_MODULES", ("codesearch_no_such_module",))
     with pytest.raises(ExportError, match="pip install"):
@@ -207,7 +208,7 @@ def test_int8_stays_close_to_fp32_on_real_code(  # type: ignore[no-untyped-def]
 def test_embedding_from_the_cache_never_imports_torch(minilm_int8_embedder, int8: bool) -> None:  # type: ignore[no-untyped-def]
     code = (
         "import sys\n"
-        "from codesearch.embed import Embedder\n"
+        "from codesearch.embedding import Embedder\n"
         f"e = Embedder('minilm', int8={int8})\n"
         "assert e.int8 == " + str(int8) + "\n"
         "e.embed_documents(['src/a.py\\nx = 1', 'src/b.py\\ndef f(): pass'])\n"
@@ -227,8 +228,8 @@ def test_benchmark_script_runs_and_writes_its_json(minilm_int8_embedder, tmp_pat
     pytest.importorskip("sentence_transformers")
     corpus = tmp_path / "corpus"
     corpus.mkdir()
-    for name in ("embed.py", "models.py"):
-        (corpus / name).write_text((ROOT / "codesearch" / name).read_text(encoding="utf-8"))
+    for name in ("transformer.py", "catalogue.py"):
+        (corpus / name).write_text((ROOT / "codesearch" / "embedding" / name).read_text(encoding="utf-8"))
     out = tmp_path / "out.json"
     run = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "embed_speed.py"), "--corpus", str(corpus),

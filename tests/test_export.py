@@ -10,9 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from codesearch import export
+from codesearch import cache
+from codesearch.embedding import export, gate
+from codesearch.embedding.catalogue import resolve_model
 from codesearch.exceptions import ExportError, ModelNotAvailableError
-from codesearch.models import resolve_model
 
 
 def _torch_vectors(folder: Path, texts: list[str], max_length: int, pooling: str) -> np.ndarray:
@@ -40,10 +41,10 @@ def _cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def test_cache_root_prefers_argument_then_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CODESEARCH_CACHE_DIR", str(tmp_path / "env"))
-    assert export.cache_root() == tmp_path / "env"
-    assert export.cache_root(tmp_path / "arg") == tmp_path / "arg"
+    assert cache.cache_root() == tmp_path / "env"
+    assert cache.cache_root(tmp_path / "arg") == tmp_path / "arg"
     monkeypatch.delenv("CODESEARCH_CACHE_DIR")
-    assert export.cache_root().name == "codesearch"
+    assert cache.cache_root().name == "codesearch"
 
 
 def test_export_key_covers_options_and_library_versions(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -88,10 +89,12 @@ def test_an_offline_hub_model_says_to_pass_a_local_folder(tmp_path: Path, monkey
 @pytest.mark.parametrize("kind", ["bert", "xlmr"])
 def test_tiny_models_match_their_torch_forward(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> None:
     """BERT with CLS pooling (like bge-small) and XLM-RoBERTa (like bge-m3), exported offline."""
-    from codesearch.embed import Embedder
+    from codesearch.embedding import Embedder
 
     folder: Path = request.getfixturevalue(f"embed_tiny_{kind}_dir")
-    sources = sorted((Path(export.__file__).parent).glob("*.py"))
+    import codesearch
+
+    sources = sorted(Path(codesearch.__file__).parent.rglob("*.py"))
     texts = [p.read_text(encoding="utf-8")[:1500] for p in sources][:12]
     texts += [t[:60] for t in texts] + ["x = 1", "def f():\n    return 2"]
     for pooling in ("cls", "mean"):
@@ -141,8 +144,8 @@ def test_two_processes_export_once(embed_tiny_bert_dir: Path, tmp_path: Path) ->
     target.parent.mkdir(parents=True)
     code = (
         "import json, sys\n"
-        "from codesearch.export import export_model\n"
-        "from codesearch.models import resolve_model\n"
+        "from codesearch.embedding.export import export_model\n"
+        "from codesearch.embedding.catalogue import resolve_model\n"
         f"r = export_model(resolve_model({str(embed_tiny_bert_dir)!r}, pooling='cls', max_length=64),"
         f" cache_dir={str(tmp_path)!r})\n"
         "print(json.dumps({'cached': r.cached, 'path': str(r.path)}))\n"
@@ -176,7 +179,7 @@ def test_graphs_over_two_gigabytes_go_to_an_external_data_file(
     embed_tiny_bert_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """bge-m3's fp32 graph is 2.2 GB, over protobuf's limit; a tiny model takes the same path here."""
-    from codesearch.embed import Embedder
+    from codesearch.embedding import Embedder
 
     spec = resolve_model(str(embed_tiny_bert_dir), pooling="cls", max_length=64)
     inline = Embedder(spec, cache_dir=tmp_path / "inline", export_progress=False)
@@ -188,7 +191,7 @@ def test_graphs_over_two_gigabytes_go_to_an_external_data_file(
     texts = ["def f(x):\n    return x + 1", "class A:\n    pass"]
     np.testing.assert_allclose(external.embed_documents(texts), inline.embed_documents(texts), atol=1e-6)
     data = external.export.path / "model.onnx.data"
-    assert external.export.onnx_sha256 == export._sha256_files([external.export.onnx_path, data])
+    assert external.export.onnx_sha256 == cache.sha256_files([external.export.onnx_path, data])
     # A truncated data file makes the export untrusted.
     data.write_bytes(data.read_bytes()[:-4])
     assert export.find_export(spec, cache_dir=tmp_path / "external") is None
@@ -204,38 +207,42 @@ def test_a_length_beyond_the_position_table_is_refused(embed_tiny_xlmr_dir: Path
 # --- the int8 quality gate ----------------------------------------------------------------
 
 
-def test_calibration_text_is_real_code_and_needs_no_corpus() -> None:
-    texts = export.calibration_texts()
-    assert len(texts) == export.CALIBRATION_CHUNKS
-    assert texts[0].startswith("codesearch/") and "\n" in texts[0]
+def test_calibration_text_is_real_code_from_the_pinned_files_only() -> None:
+    texts = gate.calibration_texts()
+    assert len(texts) == gate.CALIBRATION_CHUNKS
+    # The pinned standard library files, in order: moving codesearch's own modules cannot change what the gate tests.
+    sources = [t.split("\n", 1)[0] for t in texts]
+    assert sources[0] == gate.CALIBRATION_FILES[0] and set(sources) <= set(gate.CALIBRATION_FILES)
+    assert sources == sorted(sources, key=gate.CALIBRATION_FILES.index)
+    assert not any(s.startswith("codesearch/") for s in sources)
     assert sum("def " in t or "class " in t for t in texts) > 0.8 * len(texts)
 
 
 @pytest.mark.slow
 def test_int8_passes_the_gate_on_minilm(minilm_int8_embedder, minilm_embedder) -> None:  # type: ignore[no-untyped-def]
     result = minilm_int8_embedder.export
-    gate = result.gate
+    verdict = result.gate
     assert result.int8_used and minilm_int8_embedder.int8
-    assert gate["passed"] and gate["chunks"] == export.CALIBRATION_CHUNKS
-    assert gate["mean_cos"] >= export.GATE_MEAN_COS and gate["min_cos"] >= export.GATE_MIN_COS
+    assert verdict["passed"] and verdict["chunks"] == gate.CALIBRATION_CHUNKS
+    assert verdict["mean_cos"] >= gate.GATE_MEAN_COS and verdict["min_cos"] >= gate.GATE_MIN_COS
     # Every weight MatMul (Q, K, V, output, two feed-forward; 6 layers) runs on int8 -- or, where the
     # gate needed the second setup, all but the six after GELU, which stay fp32.
     onnx = pytest.importorskip("onnx")
     graph = onnx.load(str(result.onnx_path), load_external_data=False).graph
     int8_matmuls = sum(node.op_type == "MatMulInteger" for node in graph.node)
     fp32_matmuls = sum(node.op_type == "MatMul" for node in graph.node)
-    expected = {"per-channel": (36, 0), "per-channel, ffn-out fp32": (30, 6)}[gate["setup"]]
+    expected = {"per-channel": (36, 0), "per-channel, ffn-out fp32": (30, 6)}[verdict["setup"]]
     assert (int8_matmuls, fp32_matmuls) == expected
     assert result.onnx_sha256 != minilm_embedder.export.onnx_sha256
 
 
 @pytest.mark.slow
 def test_the_gate_compares_against_fp32(minilm_embedder) -> None:  # type: ignore[no-untyped-def]
-    texts = export.calibration_texts(32)
+    texts = gate.calibration_texts(32)
     folder = minilm_embedder.export.path
-    same = export.int8_gate(folder, folder / export.ONNX_FILE, minilm_embedder.spec, texts)
+    same = gate.int8_gate(folder, folder / export.ONNX_FILE, minilm_embedder.spec, texts)
     assert same["passed"] and same["min_cos"] > 0.99999 and same["chunks"] == 32
-    strict = export.int8_gate(folder, folder / export.ONNX_FILE, minilm_embedder.spec, texts, min_cos=1.01)
+    strict = gate.int8_gate(folder, folder / export.ONNX_FILE, minilm_embedder.spec, texts, min_cos=1.01)
     assert not strict["passed"]
 
 
@@ -250,7 +257,7 @@ def test_a_broken_int8_setup_is_refused_and_fp32_kept(
         result = export.export_model("minilm", int8=True, out=tmp_path / "out", progress=False)
     assert result.int8_requested and not result.int8_used
     assert not result.gate["passed"] and result.gate["setup"] == "naive per-tensor"
-    assert result.gate["mean_cos"] < export.GATE_MEAN_COS
+    assert result.gate["mean_cos"] < gate.GATE_MEAN_COS
     assert result.onnx_sha256 == minilm_embedder.export.onnx_sha256  # the fp32 graph, as exported
     assert "int8" in str(result) and "kept fp32" in str(result)
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from codesearch.fusion import reciprocal_rank_fusion
+from codesearch.ranking.fusion import reciprocal_rank_fusion
 
 
 def ids(fused: list[tuple[object, float]]) -> list[object]:

@@ -14,8 +14,8 @@ from sklearn.base import clone
 
 from codesearch.chunking import chunk_text
 from codesearch.exceptions import CodeSearchError, IndexCorruptError, NotFittedError
+from codesearch.files import scan
 from codesearch.keyword import BM25, code_tokens, split_identifier, top_k
-from codesearch.scan import scan
 
 QUERIES = [
     "don't send the password to another site after a redirect",

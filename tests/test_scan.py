@@ -11,7 +11,7 @@ import pytest
 
 from codesearch.chunking import chunk_text
 from codesearch.exceptions import RootNotFoundError
-from codesearch.scan import MAX_FILE_BYTES, SkipReason, decode_bytes, scan
+from codesearch.files import MAX_FILE_BYTES, SkipReason, decode_bytes, scan
 
 
 def _write(root: Path, rel: str, data: bytes | str) -> Path:

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from codesearch.scan import scan
+from codesearch.files import scan
 from codesearch.scope import CONFIG, DOC, KINDS, SOURCE, TEST, Scope, kind_of
 
 # Part of the psf/requests v2.32.3 tree, as scan() reports it.

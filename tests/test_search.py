@@ -14,9 +14,10 @@ import pytest
 from conftest import SESSIONS, UTILS, HashingEmbedder
 
 from codesearch import CodeSearch, Hit
-from codesearch import search as search_module
 from codesearch.chunking import Chunk, document_text, window_heads
 from codesearch.exceptions import EmptyRepositoryError, IndexNotFoundError, ModelMismatchError, RootNotFoundError
+from codesearch.index import builder as builder_module
+from codesearch.index import loaded as loaded_module
 
 TESTS = '''\
 def test_rebuild_method_redirect_get():
@@ -178,11 +179,11 @@ def test_a_new_definitions_cutter_cuts_every_file_again_and_keeps_their_vectors(
     cs = _cs(repo, tmp_path, hashing_embedder)
     first = cs.index()
     assert cs.index().changed_files == 0  # same cutter: nothing is cut again
-    monkeypatch.setattr(search_module, "DEFINITIONS_VERSION", search_module.DEFINITIONS_VERSION + 1)
+    monkeypatch.setattr(builder_module, "DEFINITIONS_VERSION", builder_module.DEFINITIONS_VERSION + 1)
     upgraded = cs.index()
     assert upgraded.changed_files == first.files  # every file cut again ...
     assert (upgraded.embedded, upgraded.reused) == (0, first.embedded)  # ... and the same texts keep their vectors
-    assert cs.store.load().manifest["chunker"]["version"] == search_module.DEFINITIONS_VERSION
+    assert cs.store.load().manifest["chunker"]["version"] == builder_module.DEFINITIONS_VERSION
 
 
 def test_index_persists_and_reloads(repo: Path, tmp_path: Path, hashing_embedder: HashingEmbedder) -> None:
@@ -224,7 +225,7 @@ def test_keyword_search_never_loads_the_model(repo: Path, tmp_path: Path, hashin
     _cs(repo, tmp_path, hashing_embedder).index()
     cs = CodeSearch(repo, model="no-such-model-anywhere", index_dir=tmp_path / "index")
     assert cs.search("super_len", k=1, mode="bm25")[0].path == "src/pkg/utils.py"
-    assert cs._embedder is None
+    assert cs._tiers._embedder is None
 
 
 def test_reindex_with_another_model_re_embeds_everything(repo: Path, tmp_path: Path) -> None:
@@ -314,13 +315,13 @@ def test_a_query_runs_numpys_blas_on_one_thread_and_gives_the_threads_back(
     cs = _cs(repo, tmp_path, hashing_embedder)
     cs.index()
     during: list[set[int]] = []
-    real_rank = search_module.rank
+    real_rank = loaded_module.rank_scores
 
     def spy(*args, **kwargs):  # type: ignore[no-untyped-def]
         during.append(blas_threads())
         return real_rank(*args, **kwargs)
 
-    monkeypatch.setattr(search_module, "rank", spy)
+    monkeypatch.setattr(loaded_module, "rank_scores", spy)
     with threadpoolctl.threadpool_limits(2, "blas"):  # as on any machine with cores to spare
         assert cs.search("get_netrc_auth from netrc", k=2)[0].path == "src/pkg/utils.py"
         assert during == [{1}] and blas_threads() == {2}
@@ -345,10 +346,10 @@ def test_the_query_is_embedded_while_the_stat_pass_runs(repo: Path, tmp_path: Pa
 
     real_refresh = cs._refresh
 
-    def refresh() -> int:
+    def refresh(loaded):  # type: ignore[no-untyped-def]
         assert embedding.wait(10), "the query was not being embedded during the stat pass"
         try:
-            return real_refresh()
+            return real_refresh(loaded)
         finally:
             stat_pass_done.set()
 

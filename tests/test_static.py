@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from codesearch import export
-from codesearch.static import MAX_TOKENS, StaticEmbedder
+from codesearch.embedding import distill
+from codesearch.embedding.static import MAX_TOKENS, StaticEmbedder
 
 
 @pytest.fixture(scope="module")
@@ -28,10 +28,10 @@ def test_static_vectors_equal_model2vec_on_real_code(static: StaticEmbedder, emb
 
 @pytest.mark.slow
 def test_the_distillation_is_cached_and_fingerprinted(static: StaticEmbedder) -> None:
-    found = export.find_static("minilm")
+    found = distill.find_static("minilm")
     assert found is not None and found.path == static.export.path and found.cached
     again = StaticEmbedder("minilm")
-    assert again.fingerprint == static.fingerprint and again.dim == static.dim == export.STATIC_PCA_DIMS
+    assert again.fingerprint == static.fingerprint and again.dim == static.dim == distill.STATIC_PCA_DIMS
     assert "static" in found.path.name
 
 

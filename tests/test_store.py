@@ -30,9 +30,10 @@ import numpy as np
 import platformdirs
 import pytest
 
-import codesearch.store as store_module
+import codesearch.index.store as store_module
+from codesearch.cache import default_index_dir
 from codesearch.exceptions import IndexCorruptError, IndexLockedError, IndexNotFoundError
-from codesearch.store import FORMAT_VERSION, IndexSnapshot, IndexStore, default_index_dir
+from codesearch.index.store import FORMAT_VERSION, IndexSnapshot, IndexStore
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -40,7 +41,7 @@ REPO = Path(__file__).resolve().parents[1]
 STATE_SRC = r'''
 import hashlib
 import numpy as np
-from codesearch.store import IndexSnapshot
+from codesearch.index.store import IndexSnapshot
 
 def make_state(i, n=48, dim=16):
     """A distinct, deterministic snapshot for state number i."""
@@ -441,7 +442,7 @@ def test_a_child_forked_under_the_lock_neither_holds_nor_keeps_it(tmp_path):
 
 HOLDER = r'''
 import sys, time
-from codesearch.store import IndexStore
+from codesearch.index.store import IndexStore
 with IndexStore(sys.argv[1]).write_lock():
     print("locked", flush=True)
     time.sleep(60)
@@ -472,7 +473,7 @@ def test_lock_of_a_killed_process_is_recovered(tmp_path):
 # are atomic); "reaped <pid> <status>" comes after everything that writer wrote.
 FORK_SERVER = STATE_SRC + r"""
 import os, signal, sys, traceback
-from codesearch.store import IndexStore
+from codesearch.index.store import IndexStore
 
 def say(*words):
     os.write(1, (" ".join(map(str, words)) + "\n").encode())
@@ -660,7 +661,7 @@ WORKER = STATE_SRC + r'''
 import json, sys, time
 from pathlib import Path
 from codesearch.exceptions import IndexLockedError
-from codesearch.store import IndexStore
+from codesearch.index.store import IndexStore
 
 directory, role, ident, timeout = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
 store = IndexStore(directory)

@@ -18,8 +18,8 @@ from conftest import SESSIONS, UTILS, HashingEmbedder
 
 from codesearch import CodeSearch
 from codesearch.exceptions import IndexLockedError, ModelMismatchError, ModelNotAvailableError
+from codesearch.files import changed_files, scan
 from codesearch.multi import MultiSearch
-from codesearch.scan import changed_files, scan
 
 
 @pytest.fixture
@@ -106,7 +106,7 @@ def test_a_model_of_another_name_is_refused_before_it_is_loaded(repo: Path, tmp_
     other = CodeSearch(repo, model="bge-small", index_dir=tmp_path / "index")
     with pytest.raises(ModelMismatchError, match="built with model 'minilm', not 'bge-small'"):
         other.search("super_len", k=1)
-    assert other._embedder is None and other._static is None
+    assert other._tiers._embedder is None and other._tiers._static is None
 
 
 def test_keyword_only_searcher_has_the_keyword_tier(repo: Path, tmp_path: Path) -> None:
@@ -338,7 +338,7 @@ def test_a_search_while_another_writer_holds_the_lock_answers_from_the_committed
     cs, _, _ = _two_tier(repo, tmp_path / "index")
     cs.index()
     _touch_later(repo / "pkg" / "utils.py", UTILS + "\ndef later_name():\n    pass\n")
-    code = ("import time; from codesearch.store import IndexStore\n"
+    code = ("import time; from codesearch.index.store import IndexStore\n"
             f"with IndexStore({str(tmp_path / 'index')!r}).write_lock():\n    print('held', flush=True); time.sleep(30)\n")
     holder = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     try:
@@ -455,15 +455,15 @@ def test_vectors_agree_with_a_rebuild_after_refreshes(repo: Path, tmp_path: Path
 
 def test_without_a_static_model_the_first_answer_comes_from_the_full_index(repo: Path, tmp_path: Path,
                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    import codesearch.embed
-    import codesearch.static
+    import codesearch.embedding.static
+    import codesearch.embedding.transformer
     from codesearch.exceptions import ExportError
 
     def no_static(*args: object, **kwargs: object) -> None:
         raise ExportError("minilm has no cached static model and distilling one needs model2vec")
 
-    monkeypatch.setattr(codesearch.static, "StaticEmbedder", no_static)
-    monkeypatch.setattr(codesearch.embed, "Embedder", lambda model, int8=True: HashingEmbedder(name="minilm"))
+    monkeypatch.setattr(codesearch.embedding.static, "StaticEmbedder", no_static)
+    monkeypatch.setattr(codesearch.embedding.transformer, "Embedder", lambda model, int8=True: HashingEmbedder(name="minilm"))
     cs = CodeSearch(repo, model="minilm", index_dir=tmp_path / "index")
     with pytest.warns(RuntimeWarning, match="no static tier"):
         hits = cs.search("super_len body", k=1)

@@ -149,6 +149,13 @@ class Ranking:
         switches: dict[str, Any] = dict.fromkeys(stages, False)
         return replace(self, **switches)
 
+    def source_first(self, on: bool) -> Ranking:
+        """This ranking with tests, docs and config below source (their default priors, ``on``) or not (1.0)."""
+        multipliers = dict(self.prior_multipliers)
+        for kind in (TEST, DOC, CONFIG):
+            multipliers[kind] = DEFAULT_PRIORS[kind] if on else 1.0
+        return replace(self, priors=self.priors or on, prior_multipliers=multipliers)
+
     @property
     def stages(self) -> tuple[str, ...]:
         """The stages switched on, in order."""

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from codesearch.keyword import split_identifier
+from codesearch.keyword.tokens import split_identifier
 from codesearch.scope import CONFIG, DOC, TEST, kind_of
 
 # Path classes that priors act on (see Ranking.priors).
@@ -195,6 +195,10 @@ class IndexFacts:
                 found.setdefault(entry.chunk, entry.name)
         return found
 
+    def scoped(self, mask: np.ndarray | None) -> IndexFacts:
+        """These facts as a search scoped to ``mask`` sees them: :meth:`defining` finds only chunks in scope."""
+        return self if mask is None else _ScopedFacts(self, mask)
+
     def chunk_priors(self, multipliers: Mapping[str, float]) -> np.ndarray:
         """Per chunk, the product of the multipliers of its file's path classes (cached per multiplier set).
 
@@ -210,6 +214,17 @@ class IndexFacts:
                     per_file[number] *= multipliers.get(name, 1.0)
             cached = self._prior_cache[key] = per_file[self.file_of]
         return cached
+
+
+class _ScopedFacts(IndexFacts):
+    """An :class:`IndexFacts` whose symbol table answers only for the chunks of a scope (shares the rest)."""
+
+    def __init__(self, facts: IndexFacts, mask: np.ndarray) -> None:
+        self.__dict__.update(facts.__dict__)
+        self._mask = mask
+
+    def defining(self, names: Iterable[str]) -> dict[int, str]:
+        return {chunk: name for chunk, name in super().defining(names).items() if self._mask[chunk]}
 
 
 __all__ = [

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from itertools import pairwise
 
-from codesearch.keyword import split_identifier
+from codesearch.keyword.tokens import split_identifier
 from codesearch.ranking.facts import squash_name
 
 # A query that is one symbol: qualified (a.b, a::b, a\b, a->b), a leading

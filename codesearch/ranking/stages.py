@@ -15,13 +15,18 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Collection, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from codesearch.keyword import top_k
 from codesearch.ranking.config import Ranking
-from codesearch.ranking.facts import IndexFacts, squash_name
+from codesearch.ranking.facts import squash_name
+from codesearch.ranking.fusion import weighted_votes
 from codesearch.ranking.query import QueryProfile
+from codesearch.topk import top_k
+
+if TYPE_CHECKING:
+    from codesearch.ranking.source import RankingFacts
 
 Scores = dict[int, float]
 
@@ -29,7 +34,7 @@ KEYWORD_LISTS = frozenset({"bm25"})
 """Lists whose zero scores mean "shares no term with the query" (left out of the candidates)."""
 
 
-def weigh_keyword_lists(lists: Mapping[str, np.ndarray], facts: IndexFacts, ranking: Ranking) -> dict[str, np.ndarray]:
+def weigh_keyword_lists(lists: Mapping[str, np.ndarray], facts: RankingFacts, ranking: Ranking) -> dict[str, np.ndarray]:
     """The keyword lists times the priors of the path classes in ``ranking.keyword_priors``; the others as given.
 
     Run before :func:`candidates`, so a chunk the priors bury anyway (a README
@@ -90,33 +95,27 @@ def score_ranges(ranked: Mapping[str, Sequence[int]], lists: Mapping[str, np.nda
 
 
 def fuse(ranked: Mapping[str, Sequence[int]], weights: Mapping[str, float], rrf_k: float,
-         depth: int | None = None, raw: Mapping[str, np.ndarray] | None = None, score_share: float = 0.0,
+         depth: int | None = None, scores: Mapping[str, np.ndarray] | None = None, score_share: float = 0.0,
          ranges: Mapping[str, tuple[float, float]] | None = None) -> Scores:
-    """Weighted rank fusion: place ``r`` of a list scores ``weight / (rrf_k + r)``, summed over lists.
+    """Weighted rank fusion of the named lists (:func:`codesearch.ranking.fusion.weighted_votes`).
 
-    With equal weights this orders exactly as reciprocal rank fusion
-    (Cormack et al., 2009); scores on different scales combine without
-    calibration. With ``score_share``, that share of each vote is the
-    retriever's own score min-max scaled over ``ranges`` (the pipeline gives
-    the candidates of the whole index, so a scope filters without rescaling;
-    by default the voting candidates'), topped at the first place's rank score.
+    Place ``r`` of a list scores ``weight / (rrf_k + r)``, summed over lists;
+    with equal weights this orders exactly as reciprocal rank fusion
+    (Cormack et al., 2009). With ``score_share``, that share of each vote is
+    the list's own score (``scores``, aligned with ``ranked``) min-max scaled
+    over ``ranges`` (the pipeline gives the candidates of the whole index, so
+    a scope filters without rescaling; by default the voting candidates').
     """
-    fused: Scores = {}
-    for name, chunks in ranked.items():
-        weight = weights.get(name, 0.0)
-        if weight <= 0.0:
-            continue
-        voting = chunks[:depth] if depth else chunks
-        values = raw.get(name) if raw is not None and score_share > 0 else None
-        if values is not None and len(voting):
-            scores = np.asarray(values, dtype=np.float64)[list(voting)]
-            low, high = ranges[name] if ranges is not None and name in ranges else (scores.min(), scores.max())
-            low, span = float(low), float(high - low) or 1.0
-        for rank, chunk in enumerate(voting, start=1):
-            vote = 1.0 / (rrf_k + rank)
-            if values is not None:
-                vote = (1.0 - score_share) * vote + score_share * (float(scores[rank - 1]) - low) / span / (rrf_k + 1)
-            fused[chunk] = fused.get(chunk, 0.0) + weight * vote
+    names = list(ranked)
+    fused, _ = weighted_votes(
+        [ranked[name] for name in names],
+        [weights.get(name, 0.0) for name in names],
+        rrf_k,
+        depth,
+        None if scores is None else [scores.get(name) for name in names],
+        score_share,
+        None if ranges is None else [ranges.get(name) for name in names],
+    )
     return fused
 
 
@@ -127,8 +126,7 @@ def _stem_matches(stem: str, name: str) -> bool:
     return name in (stem, squashed, stem.rstrip("s"), squashed.rstrip("s"))
 
 
-def boost_definitions(scores: Scores, profile: QueryProfile, facts: IndexFacts, ranking: Ranking, top: float,
-                      mask: np.ndarray | None = None) -> None:
+def boost_definitions(scores: Scores, profile: QueryProfile, facts: RankingFacts, ranking: Ranking, top: float) -> None:
     """Raise the chunks that define a name the query asks for, in place.
 
     Definitions come from the index's symbol table, so a definition the
@@ -146,9 +144,7 @@ def boost_definitions(scores: Scores, profile: QueryProfile, facts: IndexFacts, 
     boosted: dict[int, float] = {}
     for forms in profile.symbols:
         for name in forms:
-            found = facts.defining([name])
-            if mask is not None:
-                found = {chunk: written for chunk, written in found.items() if mask[chunk]}
+            found = facts.defining([name])  # in scope: the facts of a scoped search see only its chunks
             exact = [chunk for chunk, written in found.items() if written == name]
             # A symbol query also takes other cases; in a sentence only the spelling as defined counts.
             chosen = exact or (list(found) if profile.is_symbol else [])
@@ -168,7 +164,7 @@ def boost_definitions(scores: Scores, profile: QueryProfile, facts: IndexFacts, 
         scores[chunk] = scores.get(chunk, 0.0) + gain
 
 
-def boost_path_words(scores: Scores, profile: QueryProfile, facts: IndexFacts, ranking: Ranking, top: float) -> None:
+def boost_path_words(scores: Scores, profile: QueryProfile, facts: RankingFacts, ranking: Ranking, top: float) -> None:
     """For a natural-language query, raise candidates whose file stem or folder shares its words, in place.
 
     Each query word weighs its inverse file frequency over the repository's
@@ -196,7 +192,7 @@ def boost_path_words(scores: Scores, profile: QueryProfile, facts: IndexFacts, r
     _boost_named_files(scores, profile, facts, ranking.path_name_boost * top)
 
 
-def _boost_named_files(scores: Scores, profile: QueryProfile, facts: IndexFacts, gain: float) -> None:
+def _boost_named_files(scores: Scores, profile: QueryProfile, facts: RankingFacts, gain: float) -> None:
     """Raise the best candidate of each file the query calls by its whole stem, in place."""
     if gain <= 0:
         return
@@ -212,7 +208,7 @@ def _boost_named_files(scores: Scores, profile: QueryProfile, facts: IndexFacts,
         scores[chunk] += gain
 
 
-def boost_coherence(scores: Scores, facts: IndexFacts, ranking: Ranking, top: float) -> None:
+def boost_coherence(scores: Scores, facts: RankingFacts, ranking: Ranking, top: float) -> None:
     """Raise each file's best candidate in proportion to the summed scores of the file's candidates, in place.
 
     A file that holds many candidates is likelier the file asked about; its
@@ -235,7 +231,7 @@ def boost_coherence(scores: Scores, facts: IndexFacts, ranking: Ranking, top: fl
         scores[chunk] += ranking.coherence_boost * top * sums[number] / largest
 
 
-def apply_priors(scores: Scores, facts: IndexFacts, ranking: Ranking) -> None:
+def apply_priors(scores: Scores, facts: RankingFacts, ranking: Ranking) -> None:
     """Multiply each candidate by its file's path-class priors (tests, compat, examples, ...), in place."""
     priors = facts.chunk_priors(ranking.prior_multipliers)
     for chunk in scores:
@@ -247,8 +243,8 @@ def ordered(scores: Scores) -> list[tuple[int, float]]:
     return sorted(scores.items(), key=lambda item: (-item[1], item[0]))
 
 
-def diversify(scores: Scores, facts: IndexFacts, ranking: Ranking, evidence: Scores | None = None,
-              vectors: np.ndarray | None = None, k: int | None = None,
+def diversify(scores: Scores, facts: RankingFacts, ranking: Ranking, evidence: Scores | None = None,
+              vectors: np.ndarray | Mapping[int, np.ndarray] | None = None, k: int | None = None,
               held: Collection[int] = ()) -> list[tuple[int, float]]:
     """Order candidates so one file does not fill the list, keeping its other answers.
 
@@ -287,7 +283,7 @@ def diversify(scores: Scores, facts: IndexFacts, ranking: Ranking, evidence: Sco
         if n >= ranking.diversity_free and not strong:
             repeats = 1.0  # without a vector, no evidence it is another answer
             if vectors is not None and vectors[chunk].any():
-                nearest = float((vectors[mates] @ vectors[chunk]).max())
+                nearest = float((_rows(vectors, mates) @ vectors[chunk]).max())
                 repeats = min(1.0, max(0.0, (nearest - low) / (high - low)))
             score *= ranking.diversity_decay ** ((n - ranking.diversity_free + 1) * repeats)
         mates.append(chunk)
@@ -296,6 +292,13 @@ def diversify(scores: Scores, facts: IndexFacts, ranking: Ranking, evidence: Sco
             (heapq.heappush if len(best) < k else heapq.heappushpop)(best, score)
     out.sort(key=lambda item: (-item[1], item[0]))
     return out if k is None else out[:k]
+
+
+def _rows(vectors: np.ndarray | Mapping[int, np.ndarray], chunks: list[int]) -> np.ndarray:
+    """The vectors of ``chunks`` as one matrix, from a whole-index array or a mapping of candidates' rows."""
+    if isinstance(vectors, np.ndarray):
+        return vectors[chunks]
+    return np.stack([vectors[chunk] for chunk in chunks])
 
 
 __all__ = [

@@ -3,23 +3,25 @@
 A :class:`ModelSpec` says where a model's weights come from and how its token
 vectors become one sentence vector (pooling, normalisation, prefixes, maximum
 length). :func:`resolve_model` turns a catalogue name, a Hugging Face id or a
-local directory into a spec. Nothing here loads a model; :mod:`codesearch.export`
-and :mod:`codesearch.embed` do.
+local directory into a spec, and :func:`weights_identity` says which weights a
+spec names (part of every cache key). Nothing here loads a model;
+:mod:`codesearch.embedding.export` and :mod:`codesearch.embedding.transformer` do.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import importlib.util
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
 from codesearch.exceptions import ModelNotAvailableError
+from codesearch.jsonfiles import read_json
 
 POOLINGS = ("mean", "cls")
 DEFAULT_MODEL = "minilm"
@@ -196,23 +198,23 @@ def _custom_spec(name: str, source: str, fields: dict[str, Any]) -> ModelSpec:
 def _sentence_transformers_config(folder: Path) -> dict[str, Any]:
     """Read pooling, length, normalisation and prompts that sentence-transformers saved."""
     found: dict[str, Any] = {}
-    modules = _read_json(folder / "modules.json")
+    modules = read_json(folder / "modules.json")
     if isinstance(modules, list):
         types = [str(m.get("type", "")) for m in modules if isinstance(m, dict)]
         found["normalize"] = any(t.endswith("Normalize") for t in types)
         pool_dirs = [
             str(m.get("path", "")) for m in modules if str(m.get("type", "")).endswith("Pooling")
         ]
-        pooling = _read_json(folder / pool_dirs[0] / "config.json") if pool_dirs else None
+        pooling = read_json(folder / pool_dirs[0] / "config.json") if pool_dirs else None
         if isinstance(pooling, dict):
             if pooling.get("pooling_mode_cls_token"):
                 found["pooling"] = "cls"
             elif pooling.get("pooling_mode_mean_tokens"):
                 found["pooling"] = "mean"
-    bert = _read_json(folder / "sentence_bert_config.json")
+    bert = read_json(folder / "sentence_bert_config.json")
     if isinstance(bert, dict) and isinstance(bert.get("max_seq_length"), int):
         found["max_length"] = bert["max_seq_length"]
-    st = _read_json(folder / "config_sentence_transformers.json")
+    st = read_json(folder / "config_sentence_transformers.json")
     prompts = st.get("prompts") if isinstance(st, dict) else None
     if isinstance(prompts, dict):
         if isinstance(prompts.get("query"), str):
@@ -222,11 +224,27 @@ def _sentence_transformers_config(folder: Path) -> dict[str, Any]:
     return found
 
 
-def _read_json(path: Path) -> Any:
+def package_version(distribution: str) -> str | None:
+    """The installed version of a PyPI distribution, or ``None``."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
         return None
 
 
-__all__ = ["DEFAULT_MODEL", "MODELS", "POOLINGS", "ModelSpec", "resolve_model"]
+def weights_identity(spec: ModelSpec) -> dict[str, Any]:
+    """What identifies the weights ``spec`` names: a package and its version, a folder's files, or a hub revision.
+
+    Raises:
+        ModelNotAvailableError: the spec names a local directory that is missing.
+    """
+    folder = spec.local_path()
+    if folder is not None and spec.package is not None:
+        return {"package": spec.package, "version": package_version(spec.package)}
+    if folder is not None:
+        files = sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in folder.iterdir() if p.is_file())
+        return {"dir": str(folder.resolve()), "files": files}
+    return {"hub": spec.source, "revision": spec.revision or "main"}
+
+
+__all__ = ["DEFAULT_MODEL", "MODELS", "POOLINGS", "ModelSpec", "package_version", "resolve_model", "weights_identity"]

@@ -1,7 +1,7 @@
 """The static tier: token vectors distilled from the transformer, averaged per text.
 
 :class:`StaticEmbedder` owns the distilled model (see
-:func:`codesearch.export.export_static`): a ``(vocabulary, dim)`` float32 array
+:func:`codesearch.embedding.distill.export_static`): a ``(vocabulary, dim)`` float32 array
 and its tokenizer. Embedding a text is tokenizing it, looking up its tokens'
 vectors and averaging them -- numpy and the tokenizer only, thousands of
 chunks a second -- so an index can answer from it before the transformer
@@ -10,7 +10,6 @@ has embedded anything.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import time
@@ -19,9 +18,13 @@ from pathlib import Path
 
 import numpy as np
 
-from codesearch import export as _export
+from codesearch.cache import MANIFEST_FILE
+from codesearch.embedding.catalogue import DEFAULT_MODEL, ModelSpec, resolve_model
+from codesearch.embedding.distill import STATIC_EMBEDDINGS_FILE, export_static, find_static
+from codesearch.embedding.onnx import TOKENIZER_FILE
+from codesearch.embedding.vectors import l2_normalize
 from codesearch.exceptions import ModelNotAvailableError
-from codesearch.models import DEFAULT_MODEL, ModelSpec, resolve_model
+from codesearch.jsonfiles import sha256_json
 
 MAX_TOKENS = 512
 """Tokens of a text that count (model2vec's default); the rest are cut."""
@@ -33,7 +36,7 @@ class StaticEmbedder:
     Args:
         model: the transformer the static model comes from (a catalogue name,
             hub id, local folder or :class:`ModelSpec`).
-        cache_dir: the cache root (see :func:`codesearch.export.cache_root`).
+        cache_dir: the cache root (see :func:`codesearch.cache.cache_root`).
         export_progress: show progress if it has to be distilled first.
 
     Raises:
@@ -49,7 +52,7 @@ class StaticEmbedder:
         export_progress: bool = True,
     ) -> None:
         self.spec = resolve_model(model)
-        found = _export.find_static(self.spec, cache_dir) or _export.export_static(
+        found = find_static(self.spec, cache_dir) or export_static(
             self.spec, progress=export_progress, cache_dir=cache_dir)
         self.export = found
         self._load(found.path)
@@ -59,9 +62,9 @@ class StaticEmbedder:
         from tokenizers import Tokenizer
 
         try:
-            manifest = json.loads((folder / _export.MANIFEST_FILE).read_text(encoding="utf-8"))
-            self.embeddings = np.load(folder / _export.STATIC_EMBEDDINGS_FILE, allow_pickle=False)
-            self.tokenizer = Tokenizer.from_file(str(folder / _export.TOKENIZER_FILE))
+            manifest = json.loads((folder / MANIFEST_FILE).read_text(encoding="utf-8"))
+            self.embeddings = np.load(folder / STATIC_EMBEDDINGS_FILE, allow_pickle=False)
+            self.tokenizer = Tokenizer.from_file(str(folder / TOKENIZER_FILE))
         except (OSError, ValueError) as exc:
             raise ModelNotAvailableError(f"cannot read the static model in {folder} ({exc}); delete it to distil again") from exc
         self.tokenizer.no_truncation()
@@ -71,7 +74,7 @@ class StaticEmbedder:
         self.unk_token_id = manifest.get("unk_token_id")
         self.max_chars = MAX_TOKENS * max(int(manifest.get("median_token_length", 4)), 1)
         material = {"sha256": self.export.sha256, "max_tokens": MAX_TOKENS, "normalize": self.normalize}
-        self.fingerprint = hashlib.sha256(json.dumps(material, sort_keys=True).encode("utf-8")).hexdigest()
+        self.fingerprint = sha256_json(material)
 
     def embed_documents(self, texts: Sequence[str], progress: bool = False) -> np.ndarray:
         """Embed texts; a float32 ``(len(texts), dim)`` array, rows L2-normalised (zero for a text with no token)."""
@@ -89,7 +92,7 @@ class StaticEmbedder:
                 # whole repository's tokens at once moved ~1 GB through memory).
                 out[row] = embeddings[ids[:MAX_TOKENS]].mean(axis=0)
         if self.normalize:
-            out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
+            l2_normalize(out)
         self.last_seconds = time.perf_counter() - started
         return out
 

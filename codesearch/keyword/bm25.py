@@ -1,19 +1,15 @@
-"""Okapi BM25 over a scikit-learn ``CountVectorizer`` matrix, tuned for code.
-
-:func:`code_tokens` is the analyzer for documents and queries alike: it cuts
-text into words (``\\w+``), splits each word on ``_`` and camelCase, lowercases
-the parts and also keeps the whole identifier, so ``should_strip_auth`` gives
-``should, strip, auth, should_strip_auth`` and ``HTTPAdapter`` gives
-``http, adapter, httpadapter``.
+"""Okapi BM25 over term-major postings, tuned for code.
 
 :class:`BM25` follows scikit-learn's estimator contract (parameters only in
 ``__init__``, learned state ending in ``_``, ``fit`` returns ``self``, an
 unfitted call raises :class:`~codesearch.exceptions.NotFittedError`) without
-importing scikit-learn, whose import alone costs a search process seconds.
-``fit`` counts terms and folds idf, term frequency and length normalisation
-into one weight per (term, document), stored term by term (posting lists in
-CSR layout over terms), so :meth:`BM25.score` sums the postings of the
-query's few terms with one ``numpy.bincount``.
+importing scikit-learn: ``import sklearn.feature_extraction.text`` takes
+0.74-0.93 s of a process's start here (numpy alone 0.06-0.09 s), and every
+``codesearch search`` is a new process. ``fit`` counts the terms of
+:func:`~codesearch.keyword.tokens.code_tokens` and folds idf, term frequency
+and length normalisation into one weight per (term, document), stored term by
+term (posting lists in CSR layout over terms), so :meth:`BM25.score` sums the
+postings of the query's few terms with one ``numpy.bincount``.
 
 The idf is the one ``rank_bm25.BM25Okapi`` uses, chosen so scores agree with
 that widely used reference to rounding::
@@ -35,69 +31,22 @@ bit-for-bit those of the original.
 from __future__ import annotations
 
 import math
-import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from functools import lru_cache
-from itertools import chain
 from typing import Any, NamedTuple, NoReturn
 
 import numpy as np
 
 from codesearch.exceptions import IndexCorruptError, NotFittedError
-
-MAX_TOKEN_CHARS = 64
-"""Tokens longer than this (hashes, base64 blobs) are dropped; their parts are kept."""
+from codesearch.keyword.tokens import code_tokens
 
 ARRAYS_FORMAT_VERSION = 2
 """Version of the layout written by :meth:`BM25.to_arrays` (2: postings stored term by term)."""
 
-_WORD = re.compile(r"\w+")
-# Run over a "shape" string with one letter per character: U upper, l lower (or
-# uncased letter), d digit, _ underscore. Spans found here are cut from the word.
-_CAMEL = re.compile(r"U+(?=Ul)|U?l+|U+|d+")
 _ARRAY_KEYS = (
     "format_version", "k1", "b", "epsilon", "avgdl",
     "data", "indices", "indptr", "shape", "idf", "doc_len", "vocabulary",
 )  # fmt: skip
-
-
-def _shape_char(c: str) -> str:
-    if c == "_":
-        return "_"
-    if c.isupper():
-        return "U"
-    if c.isdigit():
-        return "d"
-    return "l"
-
-
-@lru_cache(maxsize=1 << 17)
-def split_identifier(word: str) -> tuple[str, ...]:
-    """Split one word on ``_``, camelCase and letter/digit boundaries.
-
-    Returns:
-        The lowercased parts, then the whole word (lowercased, outer
-        underscores stripped) when it has more than one part. Tokens longer
-        than :data:`MAX_TOKEN_CHARS` are left out. ``"UnrewindableBodyError"``
-        gives ``("unrewindable", "body", "error", "unrewindablebodyerror")``;
-        ``"__init__"`` gives ``("init",)``.
-    """
-    shape = "".join(map(_shape_char, word))
-    parts = [word[m.start() : m.end()].lower() for m in _CAMEL.finditer(shape)]
-    if len(parts) > 1:
-        parts.append(word.strip("_").lower())
-    return tuple(p for p in parts if len(p) <= MAX_TOKEN_CHARS)
-
-
-def code_tokens(text: str) -> list[str]:
-    """Analyze text into BM25 terms; the same analyzer serves documents and queries.
-
-    Returns:
-        The terms of every ``\\w+`` word in order, as :func:`split_identifier`
-        gives them.
-    """
-    return list(chain.from_iterable(map(split_identifier, _WORD.findall(text))))
 
 
 class Postings(NamedTuple):
@@ -128,8 +77,8 @@ class BM25:
 
     Example:
         >>> bm25 = BM25().fit(["def raise_for_status(self):", "class HTTPAdapter:", "import os"])
-        >>> top_k(bm25.score("http adapter"), 2, above=0.0).tolist()
-        [1]
+        >>> int(bm25.score("http adapter").argmax())
+        1
     """
 
     def __init__(self, k1: float = 1.5, b: float = 0.75, epsilon: float = 0.25) -> None:
@@ -375,62 +324,4 @@ def _corrupt(detail: str) -> NoReturn:
     raise IndexCorruptError(f"BM25 arrays are damaged ({detail}); rebuild the index")
 
 
-def top_k(
-    scores: np.ndarray,
-    k: int,
-    mask: np.ndarray | None = None,
-    above: float | None = None,
-) -> np.ndarray:
-    """Positions of the ``k`` highest scores, best first.
-
-    Args:
-        scores: 1-d array of scores, without NaN.
-        k: how many to return at most.
-        mask: optional boolean array like ``scores``; only True positions
-            compete (apply a :class:`codesearch.scope.Scope` mask here, before
-            the cut, so a narrow scope still gets ``k`` results).
-        above: optional bound; only scores strictly above it compete (``0.0``
-            drops documents that share no term with a BM25 query).
-
-    Returns:
-        int64 positions into ``scores``, ordered by score descending; equal
-        scores are ordered by position, so the result is deterministic.
-
-    Raises:
-        ValueError: ``k`` is negative, ``scores`` holds NaN, or ``mask`` does
-            not match ``scores``.
-    """
-    scores = np.asarray(scores, dtype=np.float64)
-    if scores.ndim != 1:
-        raise ValueError(f"top_k takes a 1-d score array, got shape {scores.shape}")
-    if k < 0:
-        raise ValueError(f"top_k needs k >= 0, got {k}")
-    if mask is None:
-        candidates = np.arange(scores.size, dtype=np.int64)
-    else:
-        mask = np.asarray(mask)
-        if mask.shape != scores.shape or mask.dtype != np.bool_:
-            raise ValueError(
-                f"top_k mask must be a boolean array of shape {scores.shape}, got {mask.dtype} {mask.shape}"
-            )
-        candidates = np.flatnonzero(mask).astype(np.int64)
-    values = scores[candidates]
-    if np.isnan(values).any():
-        raise ValueError("top_k scores hold NaN; fix the scorer that produced them")
-    if above is not None:
-        keep = values > above
-        candidates, values = candidates[keep], values[keep]
-    if k == 0:
-        return np.empty(0, dtype=np.int64)
-    if k < candidates.size:
-        # Everything tied with the k-th best competes for the last places, so the
-        # position tie-break below sees all of them.
-        kth = np.partition(values, values.size - k)[values.size - k]
-        keep = values >= kth
-        candidates, values = candidates[keep], values[keep]
-    order = np.lexsort((candidates, -values))[:k]
-    result: np.ndarray = candidates[order]
-    return result
-
-
-__all__ = ["ARRAYS_FORMAT_VERSION", "BM25", "MAX_TOKEN_CHARS", "code_tokens", "split_identifier", "top_k"]
+__all__ = ["ARRAYS_FORMAT_VERSION", "BM25", "Postings"]

@@ -51,7 +51,6 @@ from pathlib import Path
 from typing import Any, BinaryIO, NamedTuple
 
 import numpy as np
-import platformdirs
 
 from codesearch.exceptions import IndexCorruptError, IndexLockedError, IndexNotFoundError
 
@@ -62,8 +61,6 @@ else:
 
 FORMAT_VERSION = 1
 """Version of the on-disk layout; an index written by another version is not read."""
-
-CACHE_DIR_ENV = "CODESEARCH_CACHE_DIR"
 
 _MAGIC = "codesearch-index"
 _CURRENT = "CURRENT"
@@ -83,24 +80,6 @@ _READ_ATTEMPTS = 50
 _LOCK_POLL_S = 0.02
 _WIN_LOCK_OFFSET = 1 << 30  # lock a byte far past the pid so readers can still read it
 _FIX = "re-run `codesearch index` to rebuild it (or delete {dir})"
-
-
-def default_index_dir(root: str | os.PathLike[str]) -> Path:
-    """Where the index of ``root`` lives unless ``--index-dir`` says otherwise.
-
-    The folder is ``<cache>/indexes/<basename>-<sha256 of the absolute root>[:16]``,
-    where ``<cache>`` is ``$CODESEARCH_CACHE_DIR`` if set, else the user cache
-    folder for ``codesearch``.
-
-    Returns:
-        The folder's path; it is not created.
-    """
-    resolved = Path(root).expanduser().resolve()
-    digest = hashlib.sha256(str(resolved).encode("utf-8", "surrogateescape")).hexdigest()[:16]
-    basename = re.sub(r"[^A-Za-z0-9._-]+", "_", resolved.name).strip("._")[:40] or "root"
-    env = os.environ.get(CACHE_DIR_ENV)
-    cache = Path(env).expanduser() if env else Path(platformdirs.user_cache_dir("codesearch", False))
-    return cache / "indexes" / f"{basename}-{digest}"
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -734,4 +713,4 @@ def _lock_holder(path: Path) -> str:
     return f"pid {text}" if text.isdigit() else "pid unknown"
 
 
-__all__ = ["CACHE_DIR_ENV", "FORMAT_VERSION", "IndexSnapshot", "IndexStore", "default_index_dir"]
+__all__ = ["FORMAT_VERSION", "IndexSnapshot", "IndexStore"]

@@ -1,0 +1,9 @@
+"""The files of a repository: the one folder walker, the scan that reads them, the stat pass that compares them."""
+
+from __future__ import annotations
+
+from codesearch.files.changes import Changes, changed_files
+from codesearch.files.scan import ScanResult, SourceFile, decode_bytes, scan
+from codesearch.files.walk import MAX_FILE_BYTES, SkipReason
+
+__all__ = ["MAX_FILE_BYTES", "Changes", "ScanResult", "SkipReason", "SourceFile", "changed_files", "decode_bytes", "scan"]

@@ -1,0 +1,21 @@
+"""One repository's index, by role: what is stored and how, what a query reads, how it is built and kept fresh.
+
+- :mod:`~codesearch.index.store`: checksummed generations on disk, one writer at a time;
+- :mod:`~codesearch.index.manifest`: the typed manifest (:class:`IndexManifest`);
+- :mod:`~codesearch.index.loaded`: :class:`LoadedIndex`, the index in memory, answering through the ranking;
+- :mod:`~codesearch.index.tiers`: :class:`Tiers`, the models, their guards, and which tier answers;
+- :mod:`~codesearch.index.builder`: :class:`IndexBuilder`, scan -> chunk -> embed -> keywords -> store;
+- :mod:`~codesearch.index.freshness`: :class:`Freshness`, the stat pass, refresh and background upgrade.
+"""
+
+from __future__ import annotations
+
+from codesearch.index.builder import CHECKPOINT_EVERY, UNREAD_BY_DEFAULT, BuildOptions, IndexBuilder, chunk_key
+from codesearch.index.freshness import Freshness
+from codesearch.index.loaded import LoadedIndex
+from codesearch.index.manifest import IndexManifest, TierFacts
+from codesearch.index.store import FORMAT_VERSION, IndexSnapshot, IndexStore
+from codesearch.index.tiers import Tiers
+
+__all__ = ["CHECKPOINT_EVERY", "FORMAT_VERSION", "UNREAD_BY_DEFAULT", "BuildOptions", "Freshness", "IndexBuilder",
+           "IndexManifest", "IndexSnapshot", "IndexStore", "LoadedIndex", "TierFacts", "Tiers", "chunk_key"]
