@@ -117,22 +117,127 @@ def test_quality_runs_both_configs_side_by_side(tiny_requests: Path, tmp_path: P
 
 import peer_data  # noqa: E402
 
+LOG2_3 = 1.5849625007211563  # log2(3): the discount at rank 2
+
 
 def test_ndcg_matches_semble_definition_by_hand() -> None:
+    """semble's benchmarks/ at 8d737ab: ndcg_at_k(ranks of each target's first match, len(task.all_relevant), 10)."""
+    t = peer_data.Target
+    semble = peer_data.ndcg_at_10_all_targets
+    # One target found at rank 2: 1/log2(3) over the ideal 1.
+    assert semble([("src/b.py", 1, 10), ("src/a.py", 1, 10)], [t("a.py")]) == pytest.approx(1 / LOG2_3)
+    # Two targets met by one chunk at rank 1: the rank counts once, the ideal is over both targets.
+    both = [t("src/a.py"), t("a.py", 5, 6)]
+    assert semble([("src/a.py", 1, 10)], both) == pytest.approx(1 / (1 + 1 / LOG2_3))
+    # A target no chunk of any index holds still counts in the ideal: 1 / (1 + 1/log2 3).
+    assert semble([("src/a.py", 1, 10)], [t("src/a.py"), t("gone.py")]) == pytest.approx(0.6131471927654584)
+    # A target with lines matches only overlapping chunks.
+    assert semble([("src/a.py", 1, 10)], [t("a.py", 12, 14)]) == 0.0
+    # Two targets at ranks 1 and 3 of three listed: (1 + 1/2) / (1 + 1/log2 3).
+    three = [("src/a.py", 1, 10), ("x.py", 1, 2), ("src/b.py", 1, 10)]
+    assert semble(three, [t("a.py"), t("b.py")]) == pytest.approx(1.5 / (1 + 1 / LOG2_3))
+    # The ideal is capped at 10: twelve targets, ten of them first matched at ranks 1-10, score 1.
+    many = [t(f"f{i}.py") for i in range(12)]
+    assert semble([(f"f{i}.py", 1, 2) for i in range(12)], many) == pytest.approx(1.0)
+    # A match below rank 10 does not count.
+    assert semble([("x.py", 1, 2)] * 10 + [("a.py", 1, 2)], [t("a.py")]) == 0.0
+    assert semble([("a.py", 1, 2)], []) == 0.0
+    assert peer_data.path_matches("/abs/root/src/a.py", "src/a.py") and not peer_data.path_matches("xa.py", "a.py")
+
+
+def test_ndcg_over_findable_targets_by_hand() -> None:
+    """Ours (``ndcg10``): the ideal is over the targets some chunk of the system's own index matches."""
     t = peer_data.Target
     indexed = [("src/a.py", 1, 10), ("src/b.py", 1, 10), ("src/c.py", 1, 10), ("src/a.py", 11, 20)]
-    # One target found at rank 2: 1/log2(3) over the ideal 1.
     assert peer_data.ndcg_at_10([("src/b.py", 1, 10), ("src/a.py", 1, 10)], [t("a.py")], indexed) == pytest.approx(
-        1 / 1.5849625007211563)
-    # Two targets, one chunk matching both counts once; the ideal is over the two findable targets.
+        1 / LOG2_3)
+    # One chunk matching both findable targets counts once, over an ideal of two.
     both = [t("src/a.py"), t("a.py", 5, 6)]
-    score = peer_data.ndcg_at_10([("src/a.py", 1, 10)], both, indexed)
-    assert score == pytest.approx(1 / (1 + 1 / 1.5849625007211563))
-    # A target with lines matches only overlapping chunks; one no chunk can match leaves the ideal.
-    assert peer_data.ndcg_at_10([("src/a.py", 1, 10)], [t("a.py", 12, 14)], indexed) == 0.0
+    assert peer_data.ndcg_at_10([("src/a.py", 1, 10)], both, indexed) == pytest.approx(1 / (1 + 1 / LOG2_3))
+    # A target no indexed chunk matches leaves the ideal: 1.0 where semble's figure is 0.613.
     assert peer_data.ndcg_at_10([("src/a.py", 1, 10)], [t("src/a.py"), t("gone.py")], indexed) == 1.0
+    assert peer_data.ndcg_at_10([("src/a.py", 1, 10)], [t("a.py", 12, 14)], indexed) == 0.0
     assert peer_data.ndcg_at_10([], [t("gone.py")], indexed) == 0.0
-    assert peer_data.path_matches("/abs/root/src/a.py", "src/a.py") and not peer_data.path_matches("xa.py", "a.py")
+    # Both figures of a repository's queries at once, in task order.
+    task = peer_data.Task("r", "go", "q", "semantic", (t("src/a.py"), t("gone.py")))
+    scores = peer_data.score_results([[("src/a.py", 1, 10)]], [task], indexed)
+    assert scores.ndcg10 == [1.0] and scores.ndcg10_all_targets == [pytest.approx(0.6131471927654584)]
+    assert scores.means()["ndcg10_all_targets"] == pytest.approx(0.6131471927654584)
+
+
+def test_language_and_category_means_weigh_as_semble_does() -> None:
+    language_of = {"a": "go", "b": "go", "c": "zig"}
+    # Two Go repositories (0.2, 0.6 -> 0.4) and one Zig (1.0): languages (0.4 + 1.0) / 2, repositories 1.8 / 3.
+    assert peer_data.language_mean({"a": 0.2, "b": 0.6, "c": 1.0}, language_of) == pytest.approx(0.7)
+    assert peer_data.macro({"a": 0.2, "b": 0.6, "c": 1.0}) == pytest.approx(0.6)
+    task = lambda category: peer_data.Task("x", "go", "q", category, ())  # noqa: E731
+    tasks = {"a": [task("symbol"), task("symbol"), task("semantic")], "b": [task("symbol")]}
+    # symbol: a's mean (0 + 1) / 2 and b's 1.0 -> 0.75 (not 2/3 over the three queries); semantic: a's alone.
+    assert peer_data.category_means({"a": [0.0, 1.0, 0.5], "b": [1.0]}, tasks) == {"semantic": 0.5, "symbol": 0.75}
+
+
+def test_dev_folds_are_fixed_disjoint_and_cover_dev() -> None:
+    a, b = peer_data.DEV_FOLDS["A"], peer_data.DEV_FOLDS["B"]
+    assert len(a) == len(b) == 9 and not set(a) & set(b)
+    assert sorted(a + b) == sorted(peer_data.DEV_REPOSITORIES)
+    # The written folds are the rule applied to the recorded chunk counts: smallest first, dealt A B B A A B B A ...
+    by_size = sorted(peer_data.DEV_REPOSITORIES, key=lambda n: peer_data.DEV_CHUNKS_AT_SPLIT[n])
+    assert peer_data.snake_split(by_size) == (a, b)
+    assert peer_data.snake_split(list("abcdefg")) == (("a", "d", "e"), ("b", "c", "f", "g"))
+    assert [peer_data.size_bucket(n) for n in (0, 299, 300, 499, 500, 10**6)] == [
+        "small", "small", "medium", "medium", "large", "large"]
+
+
+def test_two_fold_protocol_chooses_on_one_half_and_reports_on_the_other() -> None:
+    folds = {"A": ("r1", "r2"), "B": ("r3", "r4")}
+    table = {
+        # variant: r1, r2 (fold A); r3, r4 (fold B)
+        "default": {"r1": 0.5, "r2": 0.7, "r3": 0.6, "r4": 0.6},  # A 0.60, B 0.60, DEV 0.600
+        "x": {"r1": 0.9, "r2": 0.7, "r3": 0.4, "r4": 0.4},  # A 0.80, B 0.40, DEV 0.600
+        "y": {"r1": 0.6, "r2": 0.6, "r3": 0.7, "r4": 0.7},  # A 0.60, B 0.70, DEV 0.650
+    }
+    found = peer_data.two_fold(table, folds, baseline="default")
+    assert found.folds["x"] == pytest.approx({"A": 0.8, "B": 0.4, "dev": 0.6, "held_back_mean": 0.6})
+    (on_a, on_b) = found.choices
+    # Chosen on A: x (0.80), reported on B: 0.40. Chosen on B: y (0.70), reported on A: 0.60.
+    assert (on_a.chosen_on, on_a.variant, on_a.reported_on) == ("A", "x", "B")
+    assert on_a.chosen_figure == pytest.approx(0.8) and on_a.held_back_figure == pytest.approx(0.4)
+    assert (on_b.variant, on_b.reported_on) == ("y", "A") and on_b.held_back_figure == pytest.approx(0.6)
+    # Held back: (0.4 + 0.6) / 2 = 0.5, against the in-sample choice y at 0.65 on all of DEV;
+    # the default's own halves give 0.6, so the choice does not land.
+    assert found.held_back_mean == pytest.approx(0.5)
+    assert (found.dev_choice, found.dev_figure) == ("y", pytest.approx(0.65))
+    assert found.baseline_held_back == pytest.approx(0.6) and found.lands is False
+    assert found.as_dict()["choices"][0]["variant"] == "x"
+    # A tie goes to the variant named first (the default): nothing changes on equal figures.
+    tied = peer_data.two_fold({"default": table["default"], "same": dict(table["default"])}, folds, baseline="default")
+    assert [c.variant for c in tied.choices] == ["default", "default"] and tied.lands is True
+    with pytest.raises(ValueError, match="fold B has no repository"):
+        peer_data.two_fold({"default": {"r1": 1.0}}, folds)
+    assert peer_data.fold_figures({"r1": 1.0}, folds) == {"A": 1.0, "B": None, "dev": 1.0, "held_back_mean": None}
+
+
+def test_published_figures_are_read_for_dev_names_only(tmp_path: Path) -> None:
+    entry = lambda name, language, ndcg: {  # noqa: E731
+        "repo": name, "language": language, "chunks": 100, "ndcg5": ndcg, "ndcg10": ndcg, "p50_ms": 1.0,
+        "p90_ms": 1.0, "p95_ms": 1.0, "p99_ms": 1.0, "index_ms": 9.0, "by_category": {"symbol": ndcg}}
+    results = tmp_path / "semble-hybrid-000000000000.json"
+    results.write_text(json.dumps({
+        "sha": "f" * 40, "model": "minishlab/potion-code-16M",
+        "summary": {"ndcg10": 0.5, "by_category": {"symbol": 0.5}}, "by_language": {"go": {"ndcg10": 0.5}},
+        "repos": [entry("chi", "go", 0.8), entry("flask", "python", "not read"), entry("gson", "java", 0.6)],
+        "avg_ndcg10": 0.5}))
+    published = peer_data.load_published(results, ["chi", "gson"])
+    assert published.model == "minishlab/potion-code-16M" and published.sha == "f" * 40
+    assert published.ndcg10 == {"chi": 0.8, "gson": 0.6}
+    assert set(published.repos) == {"chi", "gson"} and published.repos["chi"]["chunks"] == 100
+    with pytest.raises(SystemExit, match="independent check"):
+        peer_data.load_published(results, ["flask"])
+    with pytest.raises(SystemExit, match="no entry for redux"):
+        peer_data.load_published(results, ["chi", "redux"])
+    (tmp_path / "other.json").write_text(json.dumps({"tool": "x", "by_mode": {}}))
+    with pytest.raises(SystemExit, match="not a semble results file"):
+        peer_data.load_published(tmp_path / "other.json", ["chi"])
 
 
 def test_load_repos_refuses_the_held_out_repositories(tmp_path: Path) -> None:
