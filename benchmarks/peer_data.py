@@ -334,7 +334,7 @@ DEV_CHUNKS_AT_SPLIT: Mapping[str, int] = {
     "rack": 345, "plug": 383, "lazy.nvim": 412, "chi": 414, "trpc": 442, "monolog": 542,
     "dapper": 565, "ktor": 604, "fmtlib": 668, "axum": 858, "libuv": 1705, "gson": 2193,
 }  # fmt: skip
-"""codesearch's chunks per DEV tree when the folds were drawn (commit d296905, trees at their pins; circe and
+"""codesearch's chunks per DEV tree when the folds were drawn (commit 9a45192, trees at their pins; circe and
 snapkit at their newest commits). They fix the folds below and the size buckets' edges; a later run's own counts
 are what the size buckets read."""
 
