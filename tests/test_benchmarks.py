@@ -302,3 +302,125 @@ def test_language_report_sums_each_language_over_the_trees(tmp_path: Path) -> No
     ts = report["typescript"]
     assert (ts["files"], ts["chunks"], ts["with_symbols"]) == (2, 2, 1)  # the re-export file names nothing
     assert ts["symbol_share"] == 0.5 and ts["fallbacks"] == {}
+
+
+# --- the peer benchmark end to end, with stand-ins for semble and the models -----------------------
+
+ONE_AT_RANK_2 = 1 / LOG2_3
+SMOKE_REPOS = {
+    # name: (owner, language, benchmark_root, files, tasks as (query, category, targets))
+    "chi": ("go-chi", "go", None, {
+        "mux.go": "package chi\n\n// Mux routes requests.\ntype Mux struct{}\n\nfunc NewMux() *Mux { return &Mux{} }\n",
+        "tree.go": "package chi\n\n// match a route pattern against a path\nfunc matchPattern(pattern, path string) bool {\n"
+                   "\treturn pattern == path\n}\n",
+        "middleware/logger.go": "package middleware\n\n// Logger logs each request.\nfunc Logger() {}\n",
+    }, [("Mux", "symbol", ["mux.go"]), ("how routes match a pattern", "architecture", ["tree.go"]),
+        ("log each request", "semantic", ["middleware/logger.go"])]),
+    "redux": ("reduxjs", "javascript", "src", {
+        "src/createStore.js": "export function createStore(reducer) {\n  let state\n  return { getState: () => state }\n}\n",
+        "src/combineReducers.js": "// combine reducers into one reducer\nexport function combineReducers(reducers) {\n"
+                                  "  return (state, action) => state\n}\n",
+        "README.md": "outside the benchmark root\n",
+    }, [("createStore", "symbol", ["createStore.js"]),
+        ("combine reducers into one", "semantic", ["combineReducers.js", "gone.js"])]),
+}
+
+
+def _smoke_benchmark(tmp_path: Path) -> tuple[Path, Path]:
+    """semble's benchmarks/ folder and git mirrors for chi (fold B) and redux (fold A), tiny and made up."""
+    import subprocess
+
+    bench, mirrors = tmp_path / "semble-benchmarks", tmp_path / "mirrors"
+    (bench / "annotations").mkdir(parents=True)
+    specs = []
+    for name, (owner, language, root, files, tasks) in SMOKE_REPOS.items():
+        work = tmp_path / "work" / name
+        for path, text in files.items():
+            (work / path).parent.mkdir(parents=True, exist_ok=True)
+            (work / path).write_text(text)
+        git = ["git", "-C", str(work), "-c", "user.email=t@t", "-c", "user.name=t"]
+        subprocess.run([*git, "init", "-q"], check=True)
+        subprocess.run([*git, "add", "."], check=True)
+        subprocess.run([*git, "commit", "-qm", "one"], check=True)
+        head = subprocess.check_output([*git, "rev-parse", "HEAD"], text=True).strip()
+        subprocess.run(["git", "clone", "-q", "--bare", str(work), str(mirrors / f"{owner}+{name}" / "repo")], check=True)
+        specs.append({"name": name, "language": language, "url": f"https://github.com/{owner}/{name}.git",
+                      "revision": head, "benchmark_root": root})
+        (bench / "annotations" / f"{name}.json").write_text(json.dumps(
+            [{"query": q, "category": c, "relevant": targets[:1], "secondary": targets[1:]} for q, c, targets in tasks]))
+    (bench / "repos.json").write_text(json.dumps(specs))
+    return bench, mirrors
+
+
+def fake_semble(repos):  # type: ignore[no-untyped-def]
+    """semble's side, made up: each query's first target at rank 2 under an unrelated chunk; index seconds 0.5."""
+    out = {}
+    for repo in repos:
+        files = [str(p.relative_to(repo.root)) for p in sorted(repo.root.rglob("*")) if p.is_file()]
+        out[repo.name] = {"name": repo.name, "index_s": 0.5, "chunks": len(files), "latencies_ms": [2.0] * len(repo.tasks),
+                          "results": [[["elsewhere.txt", 1, 2], [t.targets[0].path, 1, 5]] for t in repo.tasks],
+                          "indexed": [[f, 1, 5] for f in files]}
+    return out
+
+
+def test_peer_benchmark_runs_end_to_end_with_stand_ins(tmp_path: Path) -> None:
+    import peer_benchmark
+    from conftest import HashingEmbedder
+
+    pytest.importorskip("matplotlib")
+    bench, mirrors = _smoke_benchmark(tmp_path)
+    published = tmp_path / "semble-hybrid-000000000000.json"
+    published.write_text(json.dumps({"sha": "f" * 40, "model": "minishlab/potion-code-16M", "repos": [
+        {"repo": "chi", "language": "go", "chunks": 3, "ndcg10": 0.9}, {"repo": "redux", "language": "javascript",
+                                                                         "chunks": 2, "ndcg10": 0.5}]}))
+    out = tmp_path / "peer.json"
+    options = {"model": HashingEmbedder(), "static": HashingEmbedder(salt="static")}
+    assert peer_benchmark.main(["--semble-benchmarks", str(bench), "--mirrors", str(mirrors), "--trees",
+                                str(tmp_path / "trees"), "--repos", "chi,redux", "--index-dir", str(tmp_path / "indexes"),
+                                "--semble-published", str(published), "--json", str(out)],
+                               semble_runner=fake_semble, searcher_options=options) == 0
+    data = json.loads(out.read_text())
+    # semble's side by hand: every query's first target at rank 2 (1/log2 3); redux's second query also names
+    # gone.js, which no index holds: findable 1/log2 3, all targets (1/log2 3) / (1 + 1/log2 3).
+    all_redux = (ONE_AT_RANK_2 + ONE_AT_RANK_2 / (1 + ONE_AT_RANK_2)) / 2
+    assert data["semble"]["ndcg10"] == pytest.approx(ONE_AT_RANK_2)
+    assert data["repos"]["redux"]["semble"]["ndcg10_all_targets"] == pytest.approx(all_redux)
+    assert data["semble"]["ndcg10_all_targets"] == pytest.approx((ONE_AT_RANK_2 + all_redux) / 2)
+    assert data["semble"]["language_mean_ndcg10"] == pytest.approx(data["semble"]["ndcg10"])  # one repo per language
+    assert data["semble_ndcg10"] == data["semble"]["ndcg10"]
+    # The fold split: redux is in fold A, chi in fold B.
+    split = data["semble"]["split"]["ndcg10_all_targets"]
+    assert split["A"] == pytest.approx(all_redux) and split["B"] == pytest.approx(ONE_AT_RANK_2)
+    assert split["held_back_mean"] == pytest.approx(data["semble"]["ndcg10_all_targets"])
+    # codesearch: every figure a share, the all-targets one never above the findable one.
+    for system in ("codesearch", "codesearch_static"):
+        assert 0.0 <= data[system]["ndcg10_all_targets"] <= data[system]["ndcg10"] <= 1.0
+    assert data["static_ndcg10"] == data["codesearch_static"]["ndcg10"] and data["static_index_s"] > 0
+    assert data["repos"]["chi"]["codesearch_static"]["chunks"] >= 3
+    assert set(data["ablations"]) >= {"default", "-diversity", "rank fusion only"}
+    assert set(data["ablations"]["default"]["folds"]) == {"A", "B", "dev", "held_back_mean"}
+    assert data["protocol"]["choices"][0]["chosen_on"] == "A" and data["protocol"]["baseline"] == "default"
+    # Per category (one query each of architecture in chi) and per size bucket (both small).
+    assert set(data["categories"]) == {"architecture", "semantic", "symbol"}
+    assert data["categories"]["semantic"]["queries"] == 2 and data["categories"]["semantic"]["repos"] == 2
+    assert data["categories"]["architecture"]["semble"]["ndcg10"] == pytest.approx(ONE_AT_RANK_2)
+    assert list(data["size_buckets"]) == ["small"] and sorted(data["size_buckets"]["small"]["repos"]) == ["chi", "redux"]
+    # semble's published figures, DEV entries only, next to the live run.
+    assert data["semble_published_ndcg10"] == pytest.approx(0.7)
+    assert data["repos"]["chi"]["semble_published"]["ndcg10"] == 0.9
+    # The picture: three points (full tier, static tier, semble), written next to the JSON.
+    assert [p["label"] for p in data["plot_points"]] == ["codesearch (full tier)", "codesearch (static tier)", "semble"]
+    assert data["plot_points"][2]["first_answer_s"] == pytest.approx(0.502)
+    png = out.with_suffix(".png")
+    assert data["plot"] == str(png) and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+
+
+def test_quality_speed_plot_is_drawn(tmp_path: Path) -> None:
+    import peer_benchmark
+
+    pytest.importorskip("matplotlib")
+    points = [{"label": "a", "ndcg10": 0.8, "ndcg10_all_targets": 0.7, "first_answer_s": 1.5, "p50_ms": 3.0},
+              {"label": "b", "ndcg10": 0.6, "ndcg10_all_targets": 0.6, "first_answer_s": 0.3, "p50_ms": 1.0}]
+    png = tmp_path / "q.png"
+    assert peer_benchmark.plot_quality_speed(png, points, explicit=True)
+    assert png.stat().st_size > 10_000
