@@ -424,3 +424,77 @@ def test_quality_speed_plot_is_drawn(tmp_path: Path) -> None:
     png = tmp_path / "q.png"
     assert peer_benchmark.plot_quality_speed(png, points, explicit=True)
     assert png.stat().st_size > 10_000
+
+
+def test_tune_reranks_stored_indexes_and_applies_the_protocol(tmp_path: Path) -> None:
+    import tune
+    from conftest import HashingEmbedder
+
+    from codesearch import CodeSearch
+
+    bench, mirrors = _smoke_benchmark(tmp_path)
+    options = {"model": HashingEmbedder(), "static": HashingEmbedder(salt="static")}
+    args = ["--semble-benchmarks", str(bench), "--mirrors", str(mirrors), "--trees", str(tmp_path / "trees"),
+            "--repos", "chi,redux", "--index-dir", str(tmp_path / "indexes")]
+    with pytest.raises(SystemExit, match="no stored index"):
+        tune.main(args, searcher_options=options)
+    repos = peer_data.load_repos(bench, ["chi", "redux"])
+    peer_data.export_trees(repos, mirrors, tmp_path / "trees")
+    stamps = {}
+    # chi's as the peer benchmark stores it (<repo>-int8), redux's as first_answer.py does (<repo>).
+    folders = {"chi": tmp_path / "indexes" / "chi-int8", "redux": tmp_path / "indexes" / "redux"}
+    for repo in repos:
+        CodeSearch(repo.root, index_dir=folders[repo.name], **options).index()
+        stamps[repo.name] = sorted(p.stat().st_mtime_ns for p in folders[repo.name].rglob("*"))
+    out = tmp_path / "tune.json"
+    assert tune.main([*args, "--variants", "diversity_hold_top=0,keyword_priors={}", "--json", str(out)],
+                     searcher_options=options) == 0
+    data = json.loads(out.read_text())
+    assert list(data["variants"]) == ["default", "diversity_hold_top=0", "keyword_priors={}"]  # the default first
+    assert data["variants"]["keyword_priors={}"]["changes"] == {"keyword_priors": []}
+    for variant in data["variants"].values():
+        assert set(variant["per_repo"]) == {"chi", "redux"}
+        assert 0.0 <= variant["ndcg10_all_targets"] <= variant["ndcg10"] <= 1.0
+        assert variant["folds"]["A"] == variant["per_repo"]["redux"] and variant["folds"]["B"] == variant["per_repo"]["chi"]
+    protocol = data["protocol"]
+    assert [c["chosen_on"] for c in protocol["choices"]] == ["A", "B"] and protocol["baseline"] == "default"
+    assert protocol["lands"] == (protocol["held_back_mean"] >= protocol["baseline_held_back"])
+    # Re-ranking only: the stored indexes are untouched.
+    for repo in repos:
+        assert stamps[repo.name] == sorted(p.stat().st_mtime_ns for p in folders[repo.name].rglob("*"))
+    with pytest.raises(SystemExit):
+        tune.main([*args, "--variants", "no-such-variant"], searcher_options=options)
+
+
+def test_tune_reports_the_questions_without_tuning_on_them(tmp_path: Path, tiny_requests: Path) -> None:
+    import tune
+    from conftest import HashingEmbedder
+
+    from codesearch import CodeSearch
+
+    bench, mirrors = _smoke_benchmark(tmp_path)
+    options = {"model": HashingEmbedder(), "static": HashingEmbedder(salt="static")}
+    index_dir = tmp_path / "indexes"
+    repos = peer_data.load_repos(bench, ["chi", "redux"])
+    peer_data.export_trees(repos, mirrors, tmp_path / "trees")
+    corpora = tmp_path / "corpora"
+    (corpora / "toy").mkdir(parents=True)
+    (corpora / "toy" / "lib.py").write_text("def parse_config(path):\n    \"\"\"Read settings from an ini file.\"\"\"\n"
+                                            "    return {}\n")
+    questions = tmp_path / "questions.json"
+    questions.write_text(json.dumps({"corpora": {"toy": {"folder": "toy"}}, "questions": [
+        {"id": "toy-01", "corpus": "toy", "kind": "identifier", "query": "parse_config",
+         "answers": [{"path": "lib.py", "symbol": "parse_config", "line": 1}]}]}))
+    roots = {**{r.name: r.root for r in repos}, "q-toy": corpora / "toy", "q-requests": tiny_requests}
+    for folder, root in roots.items():
+        CodeSearch(root, index_dir=index_dir / folder, **options).index()
+    out = tmp_path / "tune.json"
+    assert tune.main(["--semble-benchmarks", str(bench), "--mirrors", str(mirrors), "--trees", str(tmp_path / "trees"),
+                      "--repos", "chi,redux", "--index-dir", str(index_dir), "--variants", "keyword_priors={}",
+                      "--questions", "--corpora", str(corpora), "--requests", str(tiny_requests), "--heldout",
+                      str(questions), "--json", str(out)], searcher_options=options) == 0
+    for variant in json.loads(out.read_text())["variants"].values():
+        assert variant["heldout_ndcg10"] == 1.0  # parse_config: its one definition first
+        assert variant["requests"]["questions"] == 10 and len(variant["requests"]["identifier_ranks"]) == 2
+        assert variant["requests_floor"] == (variant["requests"]["top5"] >= 6 and variant["requests"]["top10"] >= 8
+                                             and variant["requests"]["identifier_ranks"] == [1, 1])
