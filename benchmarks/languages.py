@@ -9,7 +9,8 @@ of chunks that carry symbols, and the files that fell back to line windows by
 reason. With ``--ndcg`` it also builds
 the full index (int8, the default ranking) twice, once with definition chunks
 and once with the published line windows, and scores both on the repository's
-annotated queries (semble's metric), so the table shows what definition-aware
+annotated queries (``ndcg10`` of ``peer_data``: the ideal over the targets the
+index can find, not semble's all-targets figure), so the table shows what definition-aware
 chunking is worth per language. The definitions index goes to
 ``INDEX_DIR/NAME-int8``, where the peer benchmark puts it, so one run of each
 shares it.

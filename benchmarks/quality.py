@@ -37,7 +37,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -178,6 +178,28 @@ def seed_summary(per_mode: dict[str, Any], questions: Sequence[Question]) -> dic
             "identifier_ranks": idents,
         }
     return out
+
+
+def heldout_ndcg10(searchers: Mapping[str, CodeSearch], questions: Sequence[Question]) -> float:
+    """NDCG@10 of the held-out questions, each asked (hybrid, top ``DEPTH``) of its corpus's searcher."""
+    return metrics([(answer_ranks(searchers[q.corpus].search(q.query, k=DEPTH), q.answers), len(q.answers))
+                    for q in questions])["ndcg@10"]
+
+
+def seeds_summary(cs: CodeSearch, questions: Sequence[Question]) -> dict[str, Any]:
+    """Top 5 / top 10 of the requests seed questions and the identifiers' ranks, hybrid (see :func:`seed_summary`)."""
+    return seed_summary(evaluate(cs, questions, ["hybrid"]), questions)["hybrid"]
+
+
+REQUESTS_FLOOR = {"top5": 6, "top10": 8}
+"""The requests seeds are a reported check with a floor: at least 6 of the 10 in the top 5, 8 in the top 10,
+and both identifiers at rank 1 (benchmarks/README.md, "Tuning protocol")."""
+
+
+def requests_floor_met(summary: Mapping[str, Any]) -> bool:
+    """Whether a :func:`seeds_summary` meets :data:`REQUESTS_FLOOR` with every identifier at rank 1."""
+    return (summary["top5"] >= REQUESTS_FLOOR["top5"] and summary["top10"] >= REQUESTS_FLOOR["top10"]
+            and all(rank == 1 for rank in summary["identifier_ranks"]))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -117,22 +117,127 @@ def test_quality_runs_both_configs_side_by_side(tiny_requests: Path, tmp_path: P
 
 import peer_data  # noqa: E402
 
+LOG2_3 = 1.5849625007211563  # log2(3): the discount at rank 2
+
 
 def test_ndcg_matches_semble_definition_by_hand() -> None:
+    """semble's benchmarks/ at 8d737ab: ndcg_at_k(ranks of each target's first match, len(task.all_relevant), 10)."""
+    t = peer_data.Target
+    semble = peer_data.ndcg_at_10_all_targets
+    # One target found at rank 2: 1/log2(3) over the ideal 1.
+    assert semble([("src/b.py", 1, 10), ("src/a.py", 1, 10)], [t("a.py")]) == pytest.approx(1 / LOG2_3)
+    # Two targets met by one chunk at rank 1: the rank counts once, the ideal is over both targets.
+    both = [t("src/a.py"), t("a.py", 5, 6)]
+    assert semble([("src/a.py", 1, 10)], both) == pytest.approx(1 / (1 + 1 / LOG2_3))
+    # A target no chunk of any index holds still counts in the ideal: 1 / (1 + 1/log2 3).
+    assert semble([("src/a.py", 1, 10)], [t("src/a.py"), t("gone.py")]) == pytest.approx(0.6131471927654584)
+    # A target with lines matches only overlapping chunks.
+    assert semble([("src/a.py", 1, 10)], [t("a.py", 12, 14)]) == 0.0
+    # Two targets at ranks 1 and 3 of three listed: (1 + 1/2) / (1 + 1/log2 3).
+    three = [("src/a.py", 1, 10), ("x.py", 1, 2), ("src/b.py", 1, 10)]
+    assert semble(three, [t("a.py"), t("b.py")]) == pytest.approx(1.5 / (1 + 1 / LOG2_3))
+    # The ideal is capped at 10: twelve targets, ten of them first matched at ranks 1-10, score 1.
+    many = [t(f"f{i}.py") for i in range(12)]
+    assert semble([(f"f{i}.py", 1, 2) for i in range(12)], many) == pytest.approx(1.0)
+    # A match below rank 10 does not count.
+    assert semble([("x.py", 1, 2)] * 10 + [("a.py", 1, 2)], [t("a.py")]) == 0.0
+    assert semble([("a.py", 1, 2)], []) == 0.0
+    assert peer_data.path_matches("/abs/root/src/a.py", "src/a.py") and not peer_data.path_matches("xa.py", "a.py")
+
+
+def test_ndcg_over_findable_targets_by_hand() -> None:
+    """Ours (``ndcg10``): the ideal is over the targets some chunk of the system's own index matches."""
     t = peer_data.Target
     indexed = [("src/a.py", 1, 10), ("src/b.py", 1, 10), ("src/c.py", 1, 10), ("src/a.py", 11, 20)]
-    # One target found at rank 2: 1/log2(3) over the ideal 1.
     assert peer_data.ndcg_at_10([("src/b.py", 1, 10), ("src/a.py", 1, 10)], [t("a.py")], indexed) == pytest.approx(
-        1 / 1.5849625007211563)
-    # Two targets, one chunk matching both counts once; the ideal is over the two findable targets.
+        1 / LOG2_3)
+    # One chunk matching both findable targets counts once, over an ideal of two.
     both = [t("src/a.py"), t("a.py", 5, 6)]
-    score = peer_data.ndcg_at_10([("src/a.py", 1, 10)], both, indexed)
-    assert score == pytest.approx(1 / (1 + 1 / 1.5849625007211563))
-    # A target with lines matches only overlapping chunks; one no chunk can match leaves the ideal.
-    assert peer_data.ndcg_at_10([("src/a.py", 1, 10)], [t("a.py", 12, 14)], indexed) == 0.0
+    assert peer_data.ndcg_at_10([("src/a.py", 1, 10)], both, indexed) == pytest.approx(1 / (1 + 1 / LOG2_3))
+    # A target no indexed chunk matches leaves the ideal: 1.0 where semble's figure is 0.613.
     assert peer_data.ndcg_at_10([("src/a.py", 1, 10)], [t("src/a.py"), t("gone.py")], indexed) == 1.0
+    assert peer_data.ndcg_at_10([("src/a.py", 1, 10)], [t("a.py", 12, 14)], indexed) == 0.0
     assert peer_data.ndcg_at_10([], [t("gone.py")], indexed) == 0.0
-    assert peer_data.path_matches("/abs/root/src/a.py", "src/a.py") and not peer_data.path_matches("xa.py", "a.py")
+    # Both figures of a repository's queries at once, in task order.
+    task = peer_data.Task("r", "go", "q", "semantic", (t("src/a.py"), t("gone.py")))
+    scores = peer_data.score_results([[("src/a.py", 1, 10)]], [task], indexed)
+    assert scores.ndcg10 == [1.0] and scores.ndcg10_all_targets == [pytest.approx(0.6131471927654584)]
+    assert scores.means()["ndcg10_all_targets"] == pytest.approx(0.6131471927654584)
+
+
+def test_language_and_category_means_weigh_as_semble_does() -> None:
+    language_of = {"a": "go", "b": "go", "c": "zig"}
+    # Two Go repositories (0.2, 0.6 -> 0.4) and one Zig (1.0): languages (0.4 + 1.0) / 2, repositories 1.8 / 3.
+    assert peer_data.language_mean({"a": 0.2, "b": 0.6, "c": 1.0}, language_of) == pytest.approx(0.7)
+    assert peer_data.macro({"a": 0.2, "b": 0.6, "c": 1.0}) == pytest.approx(0.6)
+    task = lambda category: peer_data.Task("x", "go", "q", category, ())  # noqa: E731
+    tasks = {"a": [task("symbol"), task("symbol"), task("semantic")], "b": [task("symbol")]}
+    # symbol: a's mean (0 + 1) / 2 and b's 1.0 -> 0.75 (not 2/3 over the three queries); semantic: a's alone.
+    assert peer_data.category_means({"a": [0.0, 1.0, 0.5], "b": [1.0]}, tasks) == {"semantic": 0.5, "symbol": 0.75}
+
+
+def test_dev_folds_are_fixed_disjoint_and_cover_dev() -> None:
+    a, b = peer_data.DEV_FOLDS["A"], peer_data.DEV_FOLDS["B"]
+    assert len(a) == len(b) == 9 and not set(a) & set(b)
+    assert sorted(a + b) == sorted(peer_data.DEV_REPOSITORIES)
+    # The written folds are the rule applied to the recorded chunk counts: smallest first, dealt A B B A A B B A ...
+    by_size = sorted(peer_data.DEV_REPOSITORIES, key=lambda n: peer_data.DEV_CHUNKS_AT_SPLIT[n])
+    assert peer_data.snake_split(by_size) == (a, b)
+    assert peer_data.snake_split(list("abcdefg")) == (("a", "d", "e"), ("b", "c", "f", "g"))
+    assert [peer_data.size_bucket(n) for n in (0, 299, 300, 499, 500, 10**6)] == [
+        "small", "small", "medium", "medium", "large", "large"]
+
+
+def test_two_fold_protocol_chooses_on_one_half_and_reports_on_the_other() -> None:
+    folds = {"A": ("r1", "r2"), "B": ("r3", "r4")}
+    table = {
+        # variant: r1, r2 (fold A); r3, r4 (fold B)
+        "default": {"r1": 0.5, "r2": 0.7, "r3": 0.6, "r4": 0.6},  # A 0.60, B 0.60, DEV 0.600
+        "x": {"r1": 0.9, "r2": 0.7, "r3": 0.4, "r4": 0.4},  # A 0.80, B 0.40, DEV 0.600
+        "y": {"r1": 0.6, "r2": 0.6, "r3": 0.7, "r4": 0.7},  # A 0.60, B 0.70, DEV 0.650
+    }
+    found = peer_data.two_fold(table, folds, baseline="default")
+    assert found.folds["x"] == pytest.approx({"A": 0.8, "B": 0.4, "dev": 0.6, "held_back_mean": 0.6})
+    (on_a, on_b) = found.choices
+    # Chosen on A: x (0.80), reported on B: 0.40. Chosen on B: y (0.70), reported on A: 0.60.
+    assert (on_a.chosen_on, on_a.variant, on_a.reported_on) == ("A", "x", "B")
+    assert on_a.chosen_figure == pytest.approx(0.8) and on_a.held_back_figure == pytest.approx(0.4)
+    assert (on_b.variant, on_b.reported_on) == ("y", "A") and on_b.held_back_figure == pytest.approx(0.6)
+    # Held back: (0.4 + 0.6) / 2 = 0.5, against the in-sample choice y at 0.65 on all of DEV;
+    # the default's own halves give 0.6, so the choice does not land.
+    assert found.held_back_mean == pytest.approx(0.5)
+    assert (found.dev_choice, found.dev_figure) == ("y", pytest.approx(0.65))
+    assert found.baseline_held_back == pytest.approx(0.6) and found.lands is False
+    assert found.as_dict()["choices"][0]["variant"] == "x"
+    # A tie goes to the variant named first (the default): nothing changes on equal figures.
+    tied = peer_data.two_fold({"default": table["default"], "same": dict(table["default"])}, folds, baseline="default")
+    assert [c.variant for c in tied.choices] == ["default", "default"] and tied.lands is True
+    with pytest.raises(ValueError, match="fold B has no repository"):
+        peer_data.two_fold({"default": {"r1": 1.0}}, folds)
+    assert peer_data.fold_figures({"r1": 1.0}, folds) == {"A": 1.0, "B": None, "dev": 1.0, "held_back_mean": None}
+
+
+def test_published_figures_are_read_for_dev_names_only(tmp_path: Path) -> None:
+    entry = lambda name, language, ndcg: {  # noqa: E731
+        "repo": name, "language": language, "chunks": 100, "ndcg5": ndcg, "ndcg10": ndcg, "p50_ms": 1.0,
+        "p90_ms": 1.0, "p95_ms": 1.0, "p99_ms": 1.0, "index_ms": 9.0, "by_category": {"symbol": ndcg}}
+    results = tmp_path / "semble-hybrid-000000000000.json"
+    results.write_text(json.dumps({
+        "sha": "f" * 40, "model": "minishlab/potion-code-16M",
+        "summary": {"ndcg10": 0.5, "by_category": {"symbol": 0.5}}, "by_language": {"go": {"ndcg10": 0.5}},
+        "repos": [entry("chi", "go", 0.8), entry("flask", "python", "not read"), entry("gson", "java", 0.6)],
+        "avg_ndcg10": 0.5}))
+    published = peer_data.load_published(results, ["chi", "gson"])
+    assert published.model == "minishlab/potion-code-16M" and published.sha == "f" * 40
+    assert published.ndcg10 == {"chi": 0.8, "gson": 0.6}
+    assert set(published.repos) == {"chi", "gson"} and published.repos["chi"]["chunks"] == 100
+    with pytest.raises(SystemExit, match="independent check"):
+        peer_data.load_published(results, ["flask"])
+    with pytest.raises(SystemExit, match="no entry for redux"):
+        peer_data.load_published(results, ["chi", "redux"])
+    (tmp_path / "other.json").write_text(json.dumps({"tool": "x", "by_mode": {}}))
+    with pytest.raises(SystemExit, match="not a semble results file"):
+        peer_data.load_published(tmp_path / "other.json", ["chi"])
 
 
 def test_load_repos_refuses_the_held_out_repositories(tmp_path: Path) -> None:
@@ -197,3 +302,199 @@ def test_language_report_sums_each_language_over_the_trees(tmp_path: Path) -> No
     ts = report["typescript"]
     assert (ts["files"], ts["chunks"], ts["with_symbols"]) == (2, 2, 1)  # the re-export file names nothing
     assert ts["symbol_share"] == 0.5 and ts["fallbacks"] == {}
+
+
+# --- the peer benchmark end to end, with stand-ins for semble and the models -----------------------
+
+ONE_AT_RANK_2 = 1 / LOG2_3
+SMOKE_REPOS = {
+    # name: (owner, language, benchmark_root, files, tasks as (query, category, targets))
+    "chi": ("go-chi", "go", None, {
+        "mux.go": "package chi\n\n// Mux routes requests.\ntype Mux struct{}\n\nfunc NewMux() *Mux { return &Mux{} }\n",
+        "tree.go": "package chi\n\n// match a route pattern against a path\nfunc matchPattern(pattern, path string) bool {\n"
+                   "\treturn pattern == path\n}\n",
+        "middleware/logger.go": "package middleware\n\n// Logger logs each request.\nfunc Logger() {}\n",
+    }, [("Mux", "symbol", ["mux.go"]), ("how routes match a pattern", "architecture", ["tree.go"]),
+        ("log each request", "semantic", ["middleware/logger.go"])]),
+    "redux": ("reduxjs", "javascript", "src", {
+        "src/createStore.js": "export function createStore(reducer) {\n  let state\n  return { getState: () => state }\n}\n",
+        "src/combineReducers.js": "// combine reducers into one reducer\nexport function combineReducers(reducers) {\n"
+                                  "  return (state, action) => state\n}\n",
+        "README.md": "outside the benchmark root\n",
+    }, [("createStore", "symbol", ["createStore.js"]),
+        ("combine reducers into one", "semantic", ["combineReducers.js", "gone.js"])]),
+}
+
+
+def _smoke_benchmark(tmp_path: Path) -> tuple[Path, Path]:
+    """semble's benchmarks/ folder and git mirrors for chi (fold B) and redux (fold A), tiny and made up."""
+    import subprocess
+
+    bench, mirrors = tmp_path / "semble-benchmarks", tmp_path / "mirrors"
+    (bench / "annotations").mkdir(parents=True)
+    specs = []
+    for name, (owner, language, root, files, tasks) in SMOKE_REPOS.items():
+        work = tmp_path / "work" / name
+        for path, text in files.items():
+            (work / path).parent.mkdir(parents=True, exist_ok=True)
+            (work / path).write_text(text)
+        git = ["git", "-C", str(work), "-c", "user.email=t@t", "-c", "user.name=t"]
+        subprocess.run([*git, "init", "-q"], check=True)
+        subprocess.run([*git, "add", "."], check=True)
+        subprocess.run([*git, "commit", "-qm", "one"], check=True)
+        head = subprocess.check_output([*git, "rev-parse", "HEAD"], text=True).strip()
+        subprocess.run(["git", "clone", "-q", "--bare", str(work), str(mirrors / f"{owner}+{name}" / "repo")], check=True)
+        specs.append({"name": name, "language": language, "url": f"https://github.com/{owner}/{name}.git",
+                      "revision": head, "benchmark_root": root})
+        (bench / "annotations" / f"{name}.json").write_text(json.dumps(
+            [{"query": q, "category": c, "relevant": targets[:1], "secondary": targets[1:]} for q, c, targets in tasks]))
+    (bench / "repos.json").write_text(json.dumps(specs))
+    return bench, mirrors
+
+
+def fake_semble(repos):  # type: ignore[no-untyped-def]
+    """semble's side, made up: each query's first target at rank 2 under an unrelated chunk; index seconds 0.5."""
+    out = {}
+    for repo in repos:
+        files = [str(p.relative_to(repo.root)) for p in sorted(repo.root.rglob("*")) if p.is_file()]
+        out[repo.name] = {"name": repo.name, "index_s": 0.5, "chunks": len(files), "latencies_ms": [2.0] * len(repo.tasks),
+                          "results": [[["elsewhere.txt", 1, 2], [t.targets[0].path, 1, 5]] for t in repo.tasks],
+                          "indexed": [[f, 1, 5] for f in files]}
+    return out
+
+
+def test_peer_benchmark_runs_end_to_end_with_stand_ins(tmp_path: Path) -> None:
+    import peer_benchmark
+    from conftest import HashingEmbedder
+
+    pytest.importorskip("matplotlib")
+    bench, mirrors = _smoke_benchmark(tmp_path)
+    published = tmp_path / "semble-hybrid-000000000000.json"
+    published.write_text(json.dumps({"sha": "f" * 40, "model": "minishlab/potion-code-16M", "repos": [
+        {"repo": "chi", "language": "go", "chunks": 3, "ndcg10": 0.9}, {"repo": "redux", "language": "javascript",
+                                                                         "chunks": 2, "ndcg10": 0.5}]}))
+    out = tmp_path / "peer.json"
+    options = {"model": HashingEmbedder(), "static": HashingEmbedder(salt="static")}
+    assert peer_benchmark.main(["--semble-benchmarks", str(bench), "--mirrors", str(mirrors), "--trees",
+                                str(tmp_path / "trees"), "--repos", "chi,redux", "--index-dir", str(tmp_path / "indexes"),
+                                "--semble-published", str(published), "--json", str(out)],
+                               semble_runner=fake_semble, searcher_options=options) == 0
+    data = json.loads(out.read_text())
+    # semble's side by hand: every query's first target at rank 2 (1/log2 3); redux's second query also names
+    # gone.js, which no index holds: findable 1/log2 3, all targets (1/log2 3) / (1 + 1/log2 3).
+    all_redux = (ONE_AT_RANK_2 + ONE_AT_RANK_2 / (1 + ONE_AT_RANK_2)) / 2
+    assert data["semble"]["ndcg10"] == pytest.approx(ONE_AT_RANK_2)
+    assert data["repos"]["redux"]["semble"]["ndcg10_all_targets"] == pytest.approx(all_redux)
+    assert data["semble"]["ndcg10_all_targets"] == pytest.approx((ONE_AT_RANK_2 + all_redux) / 2)
+    assert data["semble"]["language_mean_ndcg10"] == pytest.approx(data["semble"]["ndcg10"])  # one repo per language
+    assert data["semble_ndcg10"] == data["semble"]["ndcg10"]
+    # The fold split: redux is in fold A, chi in fold B.
+    split = data["semble"]["split"]["ndcg10_all_targets"]
+    assert split["A"] == pytest.approx(all_redux) and split["B"] == pytest.approx(ONE_AT_RANK_2)
+    assert split["held_back_mean"] == pytest.approx(data["semble"]["ndcg10_all_targets"])
+    # codesearch: every figure a share, the all-targets one never above the findable one.
+    for system in ("codesearch", "codesearch_static"):
+        assert 0.0 <= data[system]["ndcg10_all_targets"] <= data[system]["ndcg10"] <= 1.0
+    assert data["static_ndcg10"] == data["codesearch_static"]["ndcg10"] and data["static_index_s"] > 0
+    assert data["repos"]["chi"]["codesearch_static"]["chunks"] >= 3
+    assert set(data["ablations"]) >= {"default", "-diversity", "rank fusion only"}
+    assert set(data["ablations"]["default"]["folds"]) == {"A", "B", "dev", "held_back_mean"}
+    assert data["protocol"]["choices"][0]["chosen_on"] == "A" and data["protocol"]["baseline"] == "default"
+    # Per category (one query each of architecture in chi) and per size bucket (both small).
+    assert set(data["categories"]) == {"architecture", "semantic", "symbol"}
+    assert data["categories"]["semantic"]["queries"] == 2 and data["categories"]["semantic"]["repos"] == 2
+    assert data["categories"]["architecture"]["semble"]["ndcg10"] == pytest.approx(ONE_AT_RANK_2)
+    assert list(data["size_buckets"]) == ["small"] and sorted(data["size_buckets"]["small"]["repos"]) == ["chi", "redux"]
+    # semble's published figures, DEV entries only, next to the live run.
+    assert data["semble_published_ndcg10"] == pytest.approx(0.7)
+    assert data["repos"]["chi"]["semble_published"]["ndcg10"] == 0.9
+    # The picture: three points (full tier, static tier, semble), written next to the JSON.
+    assert [p["label"] for p in data["plot_points"]] == ["codesearch (full tier)", "codesearch (static tier)", "semble"]
+    assert data["plot_points"][2]["first_answer_s"] == pytest.approx(0.502)
+    png = out.with_suffix(".png")
+    assert data["plot"] == str(png) and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+
+
+def test_quality_speed_plot_is_drawn(tmp_path: Path) -> None:
+    import peer_benchmark
+
+    pytest.importorskip("matplotlib")
+    points = [{"label": "a", "ndcg10": 0.8, "ndcg10_all_targets": 0.7, "first_answer_s": 1.5, "p50_ms": 3.0},
+              {"label": "b", "ndcg10": 0.6, "ndcg10_all_targets": 0.6, "first_answer_s": 0.3, "p50_ms": 1.0}]
+    png = tmp_path / "q.png"
+    assert peer_benchmark.plot_quality_speed(png, points, explicit=True)
+    assert png.stat().st_size > 10_000
+
+
+def test_tune_reranks_stored_indexes_and_applies_the_protocol(tmp_path: Path) -> None:
+    import tune
+    from conftest import HashingEmbedder
+
+    from codesearch import CodeSearch
+
+    bench, mirrors = _smoke_benchmark(tmp_path)
+    options = {"model": HashingEmbedder(), "static": HashingEmbedder(salt="static")}
+    args = ["--semble-benchmarks", str(bench), "--mirrors", str(mirrors), "--trees", str(tmp_path / "trees"),
+            "--repos", "chi,redux", "--index-dir", str(tmp_path / "indexes")]
+    with pytest.raises(SystemExit, match="no stored index"):
+        tune.main(args, searcher_options=options)
+    repos = peer_data.load_repos(bench, ["chi", "redux"])
+    peer_data.export_trees(repos, mirrors, tmp_path / "trees")
+    stamps = {}
+    # chi's as the peer benchmark stores it (<repo>-int8), redux's as first_answer.py does (<repo>).
+    folders = {"chi": tmp_path / "indexes" / "chi-int8", "redux": tmp_path / "indexes" / "redux"}
+    for repo in repos:
+        CodeSearch(repo.root, index_dir=folders[repo.name], **options).index()
+        stamps[repo.name] = sorted(p.stat().st_mtime_ns for p in folders[repo.name].rglob("*"))
+    out = tmp_path / "tune.json"
+    assert tune.main([*args, "--variants", "diversity_hold_top=0,keyword_priors={}", "--json", str(out)],
+                     searcher_options=options) == 0
+    data = json.loads(out.read_text())
+    assert list(data["variants"]) == ["default", "diversity_hold_top=0", "keyword_priors={}"]  # the default first
+    assert data["variants"]["keyword_priors={}"]["changes"] == {"keyword_priors": []}
+    for variant in data["variants"].values():
+        assert set(variant["per_repo"]) == {"chi", "redux"}
+        assert 0.0 <= variant["ndcg10_all_targets"] <= variant["ndcg10"] <= 1.0
+        assert variant["folds"]["A"] == variant["per_repo"]["redux"] and variant["folds"]["B"] == variant["per_repo"]["chi"]
+    protocol = data["protocol"]
+    assert [c["chosen_on"] for c in protocol["choices"]] == ["A", "B"] and protocol["baseline"] == "default"
+    assert protocol["lands"] == (protocol["held_back_mean"] >= protocol["baseline_held_back"])
+    # Re-ranking only: the stored indexes are untouched.
+    for repo in repos:
+        assert stamps[repo.name] == sorted(p.stat().st_mtime_ns for p in folders[repo.name].rglob("*"))
+    with pytest.raises(SystemExit):
+        tune.main([*args, "--variants", "no-such-variant"], searcher_options=options)
+
+
+def test_tune_reports_the_questions_without_tuning_on_them(tmp_path: Path, tiny_requests: Path) -> None:
+    import tune
+    from conftest import HashingEmbedder
+
+    from codesearch import CodeSearch
+
+    bench, mirrors = _smoke_benchmark(tmp_path)
+    options = {"model": HashingEmbedder(), "static": HashingEmbedder(salt="static")}
+    index_dir = tmp_path / "indexes"
+    repos = peer_data.load_repos(bench, ["chi", "redux"])
+    peer_data.export_trees(repos, mirrors, tmp_path / "trees")
+    corpora = tmp_path / "corpora"
+    (corpora / "toy").mkdir(parents=True)
+    (corpora / "toy" / "lib.py").write_text("def parse_config(path):\n    \"\"\"Read settings from an ini file.\"\"\"\n"
+                                            "    return {}\n")
+    questions = tmp_path / "questions.json"
+    questions.write_text(json.dumps({"corpora": {"toy": {"folder": "toy"}}, "questions": [
+        {"id": "toy-01", "corpus": "toy", "kind": "identifier", "query": "parse_config",
+         "answers": [{"path": "lib.py", "symbol": "parse_config", "line": 1}]}]}))
+    roots = {**{r.name: r.root for r in repos}, "q-toy": corpora / "toy", "q-requests": tiny_requests}
+    for folder, root in roots.items():
+        CodeSearch(root, index_dir=index_dir / folder, **options).index()
+    out = tmp_path / "tune.json"
+    assert tune.main(["--semble-benchmarks", str(bench), "--mirrors", str(mirrors), "--trees", str(tmp_path / "trees"),
+                      "--repos", "chi,redux", "--index-dir", str(index_dir), "--variants", "keyword_priors={}",
+                      "--questions", "--corpora", str(corpora), "--requests", str(tiny_requests), "--heldout",
+                      str(questions), "--json", str(out)], searcher_options=options) == 0
+    for variant in json.loads(out.read_text())["variants"].values():
+        assert variant["heldout_ndcg10"] == 1.0  # parse_config: its one definition first
+        assert variant["requests"]["questions"] == 10 and len(variant["requests"]["identifier_ranks"]) == 2
+        assert variant["requests_floor"] == (variant["requests"]["top5"] >= 6 and variant["requests"]["top10"] >= 8
+                                             and variant["requests"]["identifier_ranks"] == [1, 1])

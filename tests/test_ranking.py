@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from pathlib import Path
 
@@ -194,6 +195,20 @@ def test_path_words_weigh_rare_words_more(facts: IndexFacts) -> None:
     scores = {2: 1.0}
     S.boost_path_words(scores, analyze_query("Logger"), facts, r, top=1.0)
     assert scores == {2: 1.0}
+
+
+def test_path_words_below_the_least_share_gain_nothing(facts: IndexFacts) -> None:
+    query = analyze_query("where the logger walks the tree")
+    # logger and tree each name one of 6 files, walks none: ln(7/2) / (2 ln(7/2) + ln 7) of the words each.
+    share = math.log(3.5) / (2 * math.log(3.5) + math.log(7))
+    scores = {0: 1.0, 2: 1.0, 4: 1.0}
+    S.boost_path_words(scores, query, facts, Ranking(path_name_boost=0.0), top=1.0)
+    assert scores == pytest.approx({0: 1.0, 2: 1.0 + share, 4: 1.0 + share})
+    scores = {0: 1.0, 2: 1.0, 4: 1.0}
+    S.boost_path_words(scores, query, facts, Ranking(path_name_boost=0.0, path_min_share=0.3), top=1.0)
+    assert scores == {0: 1.0, 2: 1.0, 4: 1.0}
+    with pytest.raises(ValueError, match="path_min_share"):
+        Ranking(path_min_share=1.5)
 
 
 def test_a_file_called_by_its_whole_name_raises_its_best_candidate(facts: IndexFacts) -> None:

@@ -25,70 +25,130 @@ KEYWORD_PRIORS = frozenset({DOC, CONFIG})
 class Ranking:
     """How candidate lists become the final order: candidates -> fusion -> boosts -> priors -> diversity.
 
+    Where the values come from: each knob below says whether its value is an
+    initial choice (set when the stage was written, commit 7ac9c99 unless
+    said, and not measured on its own) or which measurement chose it; the
+    numbers are in ``benchmarks/README.md``. Every measured value was chosen
+    on all 18 DEV repositories of the peer benchmark, with the 62 held-out
+    questions and the requests seeds in view, before the 2-fold protocol
+    (README, "Tuning protocol") existed: none has been decided under it yet,
+    and ``benchmarks/tune.py`` is the tool to do so. The stage switches are
+    measured in every peer run (its ablation table: each stage off costs DEV
+    0.008-0.031 at 40459c2).
+
     Attributes:
         depth: candidates each retriever gives (``k`` when more are asked
             for). The first hits of a search do not depend on ``k`` while
             ``k <= depth``: asking for 10 or for 50 lists the same first 10.
+            Value: 100 since 5765825, for that independence rather than a
+            score (was ``max(50, 5 * k)``; measured after ``score_share`` 0.6:
+            DEV 0.8772 and held-out 0.678, against 0.8782 and 0.687).
         fusion_depth: how many places of each list vote in fusion; ``None``
-            for all candidates.
+            for all candidates. Value: initial choice (``ARTICLE`` keeps the
+            published 30; depth 50 in the older pipeline gained nothing on the
+            held-out questions, 9109afc).
         rrf_k: the rank-score constant: place ``r`` scores ``1 / (rrf_k + r)``.
+            Value: 60, the constant of Cormack et al. (2009) and of the
+            published pipeline; 20 (9109afc, held-out) and 5 / 10 / 20 / 30
+            (DEV 0.8643-0.8719, on the way to 5765825) measured and not kept.
         score_share: how much of each vote comes from the retriever's own
             score (min-max scaled over its voting candidates, topped at the
             first place's rank score) instead of the rank alone; 0 is pure
             rank fusion. Ranks agree across retrievers; scores say how far
-            apart two neighbours are.
+            apart two neighbours are. Value: 0.3 initially; 0.6 measured at
+            5765825 (DEV 0.8743 -> 0.8782, held-out 0.688 -> 0.687); 0.5 / 0.7
+            measured at 40459c2 and not kept (DEV 0.8757 / 0.8784, held-out
+            0.672 / 0.690).
         semantic_weight: share of the embedding lists in fusion for a
-            natural-language query (keywords get the rest).
+            natural-language query (keywords get the rest). Value: 0.5
+            initially; 0.2 / 0.35 / 0.65 / 0.8 measured and not kept (9293b67
+            night run); 0.55 re-tuned with ``diversity_hold_top`` at 5765825;
+            0.5 / 0.6 measured again at 40459c2 and not kept (DEV 0.8773 /
+            0.8774, held-out 0.693 / 0.667, against 0.8780 and 0.689).
         semantic_weight_symbol: the same for a query that is one identifier.
+            Value: initial choice.
         static_share: of the embedding share, what the static vectors get when
-            the transformer's list is there too (all of it when alone).
+            the transformer's list is there too (all of it when alone). Value:
+            initial choice. The full tier fuses the transformer's list alone:
+            static vectors as a third list (share 0.3 / 0.5) measured and not
+            kept (DEV 0.867 / 0.865 against 0.868, 8cb5da6).
         definitions: stage switch -- chunks that define a name the query asks
             for rise (found through the symbol table, also outside the candidates).
         definition_boost: for a symbol query, a defining chunk gains this times
             the best fused score; ``definition_stem_bonus`` times more when the
-            file is named after the symbol.
-        definition_stem_bonus: see ``definition_boost``.
+            file is named after the symbol. Value: initial choice.
+        definition_stem_bonus: see ``definition_boost``. Value: initial choice.
         embedded_definition_scale: the boost for names embedded in a sentence,
-            relative to a symbol query's.
+            relative to a symbol query's. Value: initial choice.
         path_words: stage switch -- for a natural-language query, chunks whose
             file or folder name shares words with it rise.
         path_boost: the gain for a file matching every query word, times the
-            best fused score; fewer words give proportionally less.
+            best fused score; fewer words give proportionally less. Value:
+            initial choice.
         path_name_boost: a further gain, times the best fused score, for the
             best candidate of a file the query calls by its whole name
-            (``Layout.hs`` for "how the Layout typeclass ...").
+            (``Layout.hs`` for "how the Layout typeclass ..."). Value: 0.2,
+            measured against 0.15 / 0.3 / 0.4 at 61cfe31 (DEV 0.8709 / 0.8712
+            / 0.8728 / 0.8725 for 0.15 / 0.2 / 0.3 / 0.4, held-out 0.671 for
+            0.2 and 0.662 for 0.3 and 0.4).
+        path_min_share: the least weighted share of the query's words a file's
+            path must hold to gain anything. Value: initial choice (0.1, the
+            stage's constant until it became a knob), not measured.
         coherence: stage switch -- a file's best chunk gains with the summed
             scores of that file's candidates.
         coherence_boost: the gain of the file with the largest sum, times the
-            best fused score.
+            best fused score. Value: 0.2 initially; 0.25 re-tuned with
+            ``diversity_hold_top`` at 5765825; 0.2 / 0.3 / 0.35 measured at
+            40459c2 and not kept (DEV 0.8762 / 0.8811 / 0.8794, held-out 0.685
+            / 0.688 / 0.678, against 0.8780 and 0.689).
         priors: stage switch -- multiply scores by path-class priors.
         prior_multipliers: path class (``test``, ``compat``, ``example``,
-            ``reexport``, ``stub``, ``doc``, ``config``) -> multiplier.
+            ``reexport``, ``stub``, ``doc``, ``config``) -> multiplier. Values:
+            ``test`` 0.3, about the source-first penalty of 3 (9109afc: held-out
+            0.623 / 0.653 / 0.660 for a penalty of 1 / 2 / 3); ``doc`` 0.2
+            measured against 0.5 / 0.3 / 0.01 at 61cfe31 (DEV 0.8647 / 0.8649 /
+            0.8655 / 0.8655 for 0.5 / 0.3 / 0.2 / 0.01); ``compat`` and
+            ``example`` 0.3 as tests, ``reexport`` 0.5, ``stub`` 0.7 and
+            ``config`` 0.5: initial choices.
         keyword_priors: path classes whose multipliers also weigh the keyword
             list before its candidates are cut and its scores scaled (with
             ``priors`` on): a README or a config file, whose prose matches
             plain-English queries, neither takes a keyword place from code
             nor sets the list's scale. Tests are not among them by default:
-            the held-out questions lose more than the seeds gain.
+            the held-out questions lose more than the seeds gain. Value: docs
+            and config, measured at 40459c2 against none, docs only, tests,
+            and their mixes (requests seeds 8 -> 9 of 10 in the top 5, DEV
+            0.8779 -> 0.8780, held-out 0.699 -> 0.689).
         diversity: stage switch -- a file's second, third ... chunk in the list
             is decayed as far as it repeats what the file already has in the
             list, unless it is strong.
         diversity_decay: the n-th extra chunk of a file is multiplied by
             ``diversity_decay ** n`` when it repeats the file's listed chunks.
+            Value: initial choice; 0.5 / 0.4 measured at 61cfe31 and not kept
+            (DEV 0.8720 / 0.8721 against 0.8712, held-out 0.660 / 0.650
+            against 0.671).
         diversity_similar: ``(low, high)`` cosine between an extra chunk and
             its file's chunks listed above it: below ``low`` it is another
             answer and keeps its score, from ``high`` it repeats one and is
             fully decayed, linearly between. Set for MiniLM's transformer
             vectors; without vectors (keywords alone) every extra chunk is
-            fully decayed.
+            fully decayed. Value: measured at 61cfe31 against hard cosine
+            thresholds from 0.5 to 0.8 and the ranges 0.5-0.8 / 0.6-0.8 /
+            0.4-0.9 / 0.5-0.7 (held-out 0.652 -> 0.672, DEV flat at 0.8647).
         diversity_hold: an extra chunk whose fused score (before any boost) is
             at least this share of the best fused score is not decayed
-            (``1.0``: only a chunk tied with the best is held).
-        diversity_free: chunks of one file listed before decay starts.
+            (``1.0``: only a chunk tied with the best is held). Value: initial
+            choice.
+        diversity_free: chunks of one file listed before decay starts. Value:
+            initial choice.
         diversity_hold_top: chunks in the top this many places of the
             transformer's list keep their score: a second answer of a file
             that the transformer ranks near the top is not taken for a repeat
-            of the file's first (0 holds none).
+            of the file's first (0 holds none). Value: 3, measured against 1 /
+            2 / 4 / 5 at 5765825 (DEV 0.8821 / 0.8795 / 0.8779 / 0.8759 /
+            0.8741 for 1-5, held-out 0.693-0.700, requests seeds 8 of 10 in
+            the top 5 from 3 up, 7 below); no hold gave DEV 0.8830 and
+            held-out 0.686. 2 / 4 measured again at 40459c2 and not kept.
     """
 
     depth: int = 100
@@ -105,6 +165,7 @@ class Ranking:
     path_words: bool = True
     path_boost: float = 1.0
     path_name_boost: float = 0.2
+    path_min_share: float = 0.1
     coherence: bool = True
     coherence_boost: float = 0.25
     priors: bool = True
@@ -129,8 +190,8 @@ class Ranking:
             raise ValueError(f"diversity_similar must be (low, high) with low < high, got {self.diversity_similar}")
         if self.diversity_free < 1:
             raise ValueError(f"diversity_free must be at least 1 (a file's best chunk is never decayed), got {self}")
-        for name in ("score_share", "semantic_weight", "semantic_weight_symbol", "static_share", "diversity_decay",
-                     "diversity_hold"):
+        for name in ("score_share", "semantic_weight", "semantic_weight_symbol", "static_share", "path_min_share",
+                     "diversity_decay", "diversity_hold"):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
                 raise ValueError(f"{name} must be between 0 and 1, got {value}")

@@ -170,9 +170,9 @@ def boost_path_words(scores: Scores, profile: QueryProfile, facts: RankingFacts,
     Each query word weighs its inverse file frequency over the repository's
     path words (``middleware`` in a folder of forty middlewares says little),
     and a file gains ``path_boost * top`` times the weighted share of the
-    query's words its path holds (below 10% nothing). A file the query calls
-    by its whole name gains ``path_name_boost * top`` more, on its best
-    candidate.
+    query's words its path holds (below ``path_min_share`` nothing). A file
+    the query calls by its whole name gains ``path_name_boost * top`` more, on
+    its best candidate.
     """
     words = profile.words
     if profile.is_symbol or not words:
@@ -187,7 +187,7 @@ def boost_path_words(scores: Scores, profile: QueryProfile, facts: RankingFacts,
         share = shares.get(number)
         if share is None:
             share = shares[number] = sum(w for word, w in weights.items() if number in matches[word]) / total
-        if share >= 0.1:
+        if share >= ranking.path_min_share:
             scores[chunk] += ranking.path_boost * top * share
     _boost_named_files(scores, profile, facts, ranking.path_name_boost * top)
 
