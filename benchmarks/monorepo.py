@@ -27,7 +27,8 @@ hard-linked copies (``cp -al``) of ``base``. Nothing fetched is committed.
   that process (``os.wait4``'s ``ru_maxrss``: what ``/usr/bin/time -v`` prints as
   "Maximum resident set size"; the largest single process) and the peak of the
   whole process tree's summed RSS, sampled every 20 ms with psutil (semble's CLI
-  chunks in 4 worker processes on large trees);
+  chunks in 4 worker processes on large trees), and CPU seconds (user + system,
+  children included);
 - transformer tier: ``codesearch index ROOT`` on top of that static index, wall
   seconds and peak RSS (semble has none); ``--no-transformer`` or more chunks
   than ``--max-transformer-chunks`` skip it, and the later steps then run on the
@@ -347,14 +348,17 @@ MiB = 1 << 20
 
 @dataclass(frozen=True)
 class Measured:
-    """One finished process: wall seconds (start included), its peak RSS and its process tree's, in bytes.
+    """One finished process: wall seconds (start included), CPU seconds, its peak RSS and its process tree's, in bytes.
 
     ``peak_rss`` is ``os.wait4``'s ``ru_maxrss``, the number ``/usr/bin/time -v`` prints as "Maximum resident set
     size": the largest single process among it and the children it waited for. ``tree_peak_rss`` is the largest
-    sum of RSS over the process and all its descendants, sampled every ``interval`` seconds.
+    sum of RSS over the process and all its descendants, sampled every ``interval`` seconds, and never less than
+    ``peak_rss`` (sampling can miss a short peak). ``cpu_s`` is user + system time of the process and its children:
+    on shared cores it varies less than wall time, and it shows work spread over worker processes.
     """
 
     seconds: float
+    cpu_s: float
     peak_rss: int
     tree_peak_rss: int
     stdout: str
@@ -413,7 +417,8 @@ def measure(command: Sequence[str], env: dict[str, str], *, input_text: str | No
         stdout, stderr = out.read().decode(errors="replace"), err.read().decode(errors="replace")
     if proc.returncode != 0:
         raise SystemExit(f"error: {' '.join(command[:4])} ... exited {proc.returncode}:\n{stderr[-2000:]}")
-    return Measured(seconds, usage.ru_maxrss * 1024, sampler.peak, stdout, stderr)
+    peak = usage.ru_maxrss * 1024
+    return Measured(seconds, usage.ru_utime + usage.ru_stime, peak, max(peak, sampler.peak), stdout, stderr)
 
 
 def folder_bytes(folder: Path) -> int:
@@ -503,7 +508,7 @@ class CodesearchSide:
         run = measure([*self.cli, "search", query, str(root), "--json", "--index-dir", str(self.index_dir(cache)),
                        *self._model_args(search=True)], self._env(cache))
         answer = json.loads(run.stdout)
-        return {"seconds": run.seconds, "peak_rss": run.peak_rss, "tree_peak_rss": run.tree_peak_rss,
+        return {"seconds": run.seconds, "cpu_s": run.cpu_s, "peak_rss": run.peak_rss, "tree_peak_rss": run.tree_peak_rss,
                 "tier": answer.get("tier"), "hits": len(answer.get("hits", []))}
 
     def transformer(self, root: Path, cache: Path) -> dict[str, Any]:
@@ -511,7 +516,7 @@ class CodesearchSide:
         run = measure([*self.cli, "index", str(root), "--quiet", "--json", "--index-dir", str(self.index_dir(cache)),
                        *self._model_args()], self._env(cache))
         report = json.loads(run.stdout)
-        return {"seconds": run.seconds, "peak_rss": run.peak_rss, "tree_peak_rss": run.tree_peak_rss,
+        return {"seconds": run.seconds, "cpu_s": run.cpu_s, "peak_rss": run.peak_rss, "tree_peak_rss": run.tree_peak_rss,
                 "embedded": report.get("embedded"), "tier": report.get("tier")}
 
     def supports_watch(self) -> bool:
@@ -547,7 +552,7 @@ class SembleSide:
         cache.mkdir(parents=True, exist_ok=True)
         run = measure([self.cli, "search", query, str(root), "-k", str(TOP_K)], env)
         answer = json.loads(run.stdout)
-        return {"seconds": run.seconds, "peak_rss": run.peak_rss, "tree_peak_rss": run.tree_peak_rss,
+        return {"seconds": run.seconds, "cpu_s": run.cpu_s, "peak_rss": run.peak_rss, "tree_peak_rss": run.tree_peak_rss,
                 "hits": len(answer.get("results", []))}
 
     def serve(self, root: Path, cache: Path, queries: Sequence[str], runs: int) -> dict[str, Any]:
@@ -672,6 +677,7 @@ def run_size(root: Path, cs: CodesearchSide, semble: Any, scratch: Path, *, roun
              transformer: bool, max_transformer_chunks: int, queries: Sequence[str] = QUERIES) -> dict[str, Any]:
     """Every measurement of one size, both systems in this run; ``{"codesearch": {...}, "semble": {...}, "notes"}``."""
     notes: list[str] = []
+    load_before = os.getloadavg()[0]
     read_tree(root)
     firsts: dict[str, list[dict[str, Any]]] = {cs.name: [], semble.name: []}
     caches: dict[str, Path] = {}
@@ -695,10 +701,10 @@ def run_size(root: Path, cs: CodesearchSide, semble: Any, scratch: Path, *, roun
     if skip is None:
         print("  transformer tier: codesearch index ...", file=sys.stderr)
         tier = cs.transformer(root, caches[cs.name])
-        ours.update(transformer_s=tier["seconds"], transformer_peak_rss=tier["peak_rss"],
+        ours.update(transformer_s=tier["seconds"], transformer_cpu_s=tier["cpu_s"], transformer_peak_rss=tier["peak_rss"],
                     transformer_tree_peak_rss=tier["tree_peak_rss"], transformer_embedded=tier["embedded"])
     else:
-        ours.update(transformer_s=None, transformer_peak_rss=None, transformer_tree_peak_rss=None)
+        ours.update(transformer_s=None, transformer_cpu_s=None, transformer_peak_rss=None, transformer_tree_peak_rss=None)
         notes.append(f"transformer tier not built ({skip}): codesearch's later numbers are of the static tier")
 
     print("  serving: codesearch ...", file=sys.stderr)
@@ -725,26 +731,31 @@ def run_size(root: Path, cs: CodesearchSide, semble: Any, scratch: Path, *, roun
     theirs: dict[str, Any] = _first_answer_metrics(firsts[semble.name])
     sserved = semble.serve(root, caches[semble.name], queries, runs)
     p50, p95 = _quantiles(sserved["timings_ms"])
-    theirs.update(chunks=sserved["chunks"], transformer_s=None, transformer_peak_rss=None, transformer_tree_peak_rss=None,
+    theirs.update(chunks=sserved["chunks"], transformer_s=None, transformer_cpu_s=None, transformer_peak_rss=None,
+                  transformer_tree_peak_rss=None,
                   import_s=sserved["import_s"], open_s=sserved["open_s"], model_load_s=sserved["model_load_s"],
                   validate_s=sserved["validate_s"], query_p50_ms=p50, query_p95_ms=p95,
                   freshness_ms=sserved["revalidate_ms"], stat_floor_ms=sserved["stat_floor_ms"],
                   freshness_over_floor=sserved["revalidate_ms"] / sserved["stat_floor_ms"] if sserved["stat_floor_ms"]
                   else None, files=sserved["files"], serving_rss=sserved["rss"], serving_peak_rss=sserved["peak_rss"],
                   index_bytes=sserved["index_bytes"])
-    return {"root": str(root), "codesearch": ours, "semble": theirs, "notes": notes}
+    # The cores are shared: the 1-minute load average before and after says how quiet the run was.
+    load = (load_before, os.getloadavg()[0])
+    notes.append(f"load average {load[0]:.1f} before, {load[1]:.1f} after (on {os.cpu_count()} cores)")
+    return {"root": str(root), "codesearch": ours, "semble": theirs, "notes": notes, "load_average": load}
 
 
 def _first_answer_metrics(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return {"first_answer_s": _median([r["seconds"] for r in runs]),
             "first_answer_rounds_s": [r["seconds"] for r in runs],
+            "first_answer_cpu_s": _median([r["cpu_s"] for r in runs]),
             "first_answer_peak_rss": int(_median([r["peak_rss"] for r in runs])),
             "first_answer_tree_peak_rss": int(_median([r["tree_peak_rss"] for r in runs])),
             "first_answer_hits": runs[-1]["hits"]}
 
 
 # Metrics divided by each system's own chunk count.
-PER_CHUNK = ("first_answer_s", "first_answer_peak_rss", "first_answer_tree_peak_rss", "transformer_s",
+PER_CHUNK = ("first_answer_s", "first_answer_cpu_s", "first_answer_peak_rss", "first_answer_tree_peak_rss", "transformer_s",
              "transformer_peak_rss", "transformer_tree_peak_rss", "open_s", "serving_rss", "index_bytes")
 
 
@@ -794,9 +805,11 @@ def _fmt(value: Any, unit: str) -> str:
 SIZE_ROWS: tuple[tuple[str, str, str], ...] = (
     ("chunks indexed", "chunks", "int"),
     ("first answer, s (CLI, process start included)", "first_answer_s", "s"),
+    ("  its CPU s (user + system, workers included)", "first_answer_cpu_s", "s"),
     ("  its peak RSS, MiB (largest process)", "first_answer_peak_rss", "MiB"),
     ("  its peak RSS, MiB (process tree, sampled)", "first_answer_tree_peak_rss", "MiB"),
     ("transformer tier, s", "transformer_s", "s"),
+    ("  its CPU s", "transformer_cpu_s", "s"),
     ("  its peak RSS, MiB (largest process)", "transformer_peak_rss", "MiB"),
     ("  its peak RSS, MiB (process tree, sampled)", "transformer_tree_peak_rss", "MiB"),
     ("open a stored index, s (models excluded)", "open_s", "s"),

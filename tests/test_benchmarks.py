@@ -219,7 +219,7 @@ class FakeSemble:
 
     def first_answer(self, root: Path, query: str, cache: Path) -> dict:
         self.calls.append(("first_answer", root.name))
-        return {"seconds": 2.0, "peak_rss": 300 << 20, "tree_peak_rss": 400 << 20, "hits": 10}
+        return {"seconds": 2.0, "cpu_s": 3.0, "peak_rss": 300 << 20, "tree_peak_rss": 400 << 20, "hits": 10}
 
     def serve(self, root: Path, cache: Path, queries, runs: int) -> dict:
         self.calls.append(("serve", root.name))
