@@ -28,7 +28,8 @@ hard-linked copies (``cp -al``) of ``base``. Nothing fetched is committed.
   "Maximum resident set size"; the largest single process) and the peak of the
   whole process tree's summed RSS, sampled every 20 ms with psutil (semble's CLI
   chunks in 4 worker processes on large trees), and CPU seconds (user + system,
-  children included);
+  children included), and when the answer reached stdout (semble's CLI saves its
+  index after printing it, inside the process's wall time);
 - transformer tier: ``codesearch index ROOT`` on top of that static index, wall
   seconds and peak RSS (semble has none); ``--no-transformer`` or more chunks
   than ``--max-transformer-chunks`` skip it, and the later steps then run on the
@@ -348,7 +349,8 @@ MiB = 1 << 20
 
 @dataclass(frozen=True)
 class Measured:
-    """One finished process: wall seconds (start included), CPU seconds, its peak RSS and its process tree's, in bytes.
+    """One finished process: wall seconds (start included), when its stdout began, CPU seconds, its peak RSS and its
+    process tree's, in bytes.
 
     ``peak_rss`` is ``os.wait4``'s ``ru_maxrss``, the number ``/usr/bin/time -v`` prints as "Maximum resident set
     size": the largest single process among it and the children it waited for. ``tree_peak_rss`` is the largest
@@ -358,6 +360,7 @@ class Measured:
     """
 
     seconds: float
+    first_output_s: float
     cpu_s: float
     peak_rss: int
     tree_peak_rss: int
@@ -392,17 +395,22 @@ class _TreeSampler(threading.Thread):
 
 def measure(command: Sequence[str], env: dict[str, str], *, input_text: str | None = None,
             interval: float = 0.02) -> Measured:
-    """Run ``command`` to its end; wall time, peak RSS (``wait4``) and sampled process-tree peak RSS.
+    """Run ``command`` to its end; wall time, CPU time, peak RSS (``wait4``) and sampled process-tree peak RSS.
+
+    The child's Python output is unbuffered, so ``first_output_s`` is when its answer reached stdout: semble's
+    CLI prints its answer and then saves its index, which the process's wall time includes.
 
     Raises:
         SystemExit: the command failed (its stderr's tail is in the message).
     """
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+    with tempfile.TemporaryFile() as err:
         started = time.perf_counter()
         proc = subprocess.Popen(command, stdin=subprocess.PIPE if input_text is not None else subprocess.DEVNULL,
-                                stdout=out, stderr=err, env=env)
+                                stdout=subprocess.PIPE, stderr=err, env={**env, "PYTHONUNBUFFERED": "1"})
         sampler = _TreeSampler(proc.pid, interval)
         sampler.start()
+        reader = _Reader(proc.stdout)
+        reader.start()
         if input_text is not None:
             assert proc.stdin is not None
             proc.stdin.write(input_text.encode())
@@ -412,13 +420,33 @@ def measure(command: Sequence[str], env: dict[str, str], *, input_text: str | No
         proc.returncode = os.waitstatus_to_exitcode(status)
         sampler.done.set()
         sampler.join()
-        out.seek(0)
+        reader.join()
         err.seek(0)
-        stdout, stderr = out.read().decode(errors="replace"), err.read().decode(errors="replace")
+        stderr = err.read().decode(errors="replace")
     if proc.returncode != 0:
         raise SystemExit(f"error: {' '.join(command[:4])} ... exited {proc.returncode}:\n{stderr[-2000:]}")
     peak = usage.ru_maxrss * 1024
-    return Measured(seconds, usage.ru_utime + usage.ru_stime, peak, max(peak, sampler.peak), stdout, stderr)
+    first_output = (reader.first_at - started) if reader.first_at is not None else seconds
+    return Measured(seconds, first_output, usage.ru_utime + usage.ru_stime, peak, max(peak, sampler.peak),
+                    reader.text(), stderr)
+
+
+class _Reader(threading.Thread):
+    """Reads a pipe to its end; notes when the first byte came."""
+
+    def __init__(self, pipe: Any) -> None:
+        super().__init__(daemon=True)
+        self.pipe, self.parts, self.first_at = pipe, [], None
+
+    def run(self) -> None:
+        while chunk := self.pipe.read1(1 << 16):
+            if self.first_at is None:
+                self.first_at = time.perf_counter()
+            self.parts.append(chunk)
+        self.pipe.close()
+
+    def text(self) -> str:
+        return b"".join(self.parts).decode(errors="replace")
 
 
 def folder_bytes(folder: Path) -> int:
@@ -508,8 +536,8 @@ class CodesearchSide:
         run = measure([*self.cli, "search", query, str(root), "--json", "--index-dir", str(self.index_dir(cache)),
                        *self._model_args(search=True)], self._env(cache))
         answer = json.loads(run.stdout)
-        return {"seconds": run.seconds, "cpu_s": run.cpu_s, "peak_rss": run.peak_rss, "tree_peak_rss": run.tree_peak_rss,
-                "tier": answer.get("tier"), "hits": len(answer.get("hits", []))}
+        return {"seconds": run.seconds, "output_s": run.first_output_s, "cpu_s": run.cpu_s, "peak_rss": run.peak_rss,
+                "tree_peak_rss": run.tree_peak_rss, "tier": answer.get("tier"), "hits": len(answer.get("hits", []))}
 
     def transformer(self, root: Path, cache: Path) -> dict[str, Any]:
         """``codesearch index ROOT`` over the first answer's static index: the transformer tier added."""
@@ -552,8 +580,8 @@ class SembleSide:
         cache.mkdir(parents=True, exist_ok=True)
         run = measure([self.cli, "search", query, str(root), "-k", str(TOP_K)], env)
         answer = json.loads(run.stdout)
-        return {"seconds": run.seconds, "cpu_s": run.cpu_s, "peak_rss": run.peak_rss, "tree_peak_rss": run.tree_peak_rss,
-                "hits": len(answer.get("results", []))}
+        return {"seconds": run.seconds, "output_s": run.first_output_s, "cpu_s": run.cpu_s, "peak_rss": run.peak_rss,
+                "tree_peak_rss": run.tree_peak_rss, "hits": len(answer.get("results", []))}
 
     def serve(self, root: Path, cache: Path, queries: Sequence[str], runs: int) -> dict[str, Any]:
         job = {"kind": "serve", "model": str(self.model), "root": str(root), "cache": str(cache),
@@ -748,6 +776,7 @@ def run_size(root: Path, cs: CodesearchSide, semble: Any, scratch: Path, *, roun
 def _first_answer_metrics(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return {"first_answer_s": _median([r["seconds"] for r in runs]),
             "first_answer_rounds_s": [r["seconds"] for r in runs],
+            "first_answer_printed_s": _median([r["output_s"] for r in runs]),
             "first_answer_cpu_s": _median([r["cpu_s"] for r in runs]),
             "first_answer_peak_rss": int(_median([r["peak_rss"] for r in runs])),
             "first_answer_tree_peak_rss": int(_median([r["tree_peak_rss"] for r in runs])),
@@ -805,6 +834,7 @@ def _fmt(value: Any, unit: str) -> str:
 SIZE_ROWS: tuple[tuple[str, str, str], ...] = (
     ("chunks indexed", "chunks", "int"),
     ("first answer, s (CLI, process start included)", "first_answer_s", "s"),
+    ("  the answer on stdout, s (semble saves its index after)", "first_answer_printed_s", "s"),
     ("  its CPU s (user + system, workers included)", "first_answer_cpu_s", "s"),
     ("  its peak RSS, MiB (largest process)", "first_answer_peak_rss", "MiB"),
     ("  its peak RSS, MiB (process tree, sampled)", "first_answer_tree_peak_rss", "MiB"),

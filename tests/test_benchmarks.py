@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -219,7 +220,7 @@ class FakeSemble:
 
     def first_answer(self, root: Path, query: str, cache: Path) -> dict:
         self.calls.append(("first_answer", root.name))
-        return {"seconds": 2.0, "cpu_s": 3.0, "peak_rss": 300 << 20, "tree_peak_rss": 400 << 20, "hits": 10}
+        return {"seconds": 2.0, "output_s": 1.5, "cpu_s": 3.0, "peak_rss": 300 << 20, "tree_peak_rss": 400 << 20, "hits": 10}
 
     def serve(self, root: Path, cache: Path, queries, runs: int) -> dict:
         self.calls.append(("serve", root.name))
@@ -253,6 +254,7 @@ def test_monorepo_run_measures_both_sides_keyword_only(tmp_path: Path) -> None:
     assert large["chunks"] == 2 * small["chunks"] > 0
     assert small["first_answer_tier"] == small["tier"] == "keyword" and small["first_answer_hits"] >= 1
     assert len(small["first_answer_rounds_s"]) == 2 and small["first_answer_peak_rss"] > 10 << 20
+    assert 0 < small["first_answer_printed_s"] <= small["first_answer_s"] and small["first_answer_cpu_s"] > 0
     assert small["first_answer_tree_peak_rss"] > 0 and small["transformer_s"] is None
     assert small["open_s"] is not None and small["query_p50_ms"] > 0 and small["query_norefresh_p95_ms"] > 0
     assert (small["files"], large["files"]) == (3, 6) and small["freshness_over_floor"] > 0
@@ -266,6 +268,16 @@ def test_monorepo_run_measures_both_sides_keyword_only(tmp_path: Path) -> None:
     assert not list((data / "scratch").glob("size-*"))  # indexes and caches are removed without --keep
     if importlib.util.find_spec("matplotlib"):
         assert png.stat().st_size > 1000
+
+
+def test_monorepo_measure_reads_peak_memory_and_when_the_answer_came() -> None:
+    # A child that touches 80 MiB, prints, then works on for 0.4 s (as semble's CLI saves its index after answering).
+    child = "import time; b = bytearray(80 << 20); print('answer'); time.sleep(0.4)"
+    run = monorepo.measure([sys.executable, "-c", child], dict(os.environ))
+    assert run.stdout == "answer\n" and run.peak_rss >= 80 << 20 and run.tree_peak_rss >= run.peak_rss
+    assert run.first_output_s <= run.seconds - 0.3 and run.cpu_s > 0
+    with pytest.raises(SystemExit, match="exited 3"):
+        monorepo.measure([sys.executable, "-c", "import sys; sys.exit(3)"], dict(os.environ))
 
 
 def test_monorepo_prepare_exports_whole_repositories_and_composes_sizes(tmp_path: Path) -> None:
