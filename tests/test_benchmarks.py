@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -498,3 +500,123 @@ def test_tune_reports_the_questions_without_tuning_on_them(tmp_path: Path, tiny_
         assert variant["requests"]["questions"] == 10 and len(variant["requests"]["identifier_ranks"]) == 2
         assert variant["requests_floor"] == (variant["requests"]["top5"] >= 6 and variant["requests"]["top10"] >= 8
                                              and variant["requests"]["identifier_ranks"] == [1, 1])
+
+
+# --- the monorepo benchmark -----------------------------------------------------------------
+
+import monorepo  # noqa: E402
+
+GO_FILE = "package web\n\n// Route matches a path.\nfunc Route(path string) bool {\n\treturn path != \"\"\n}\n"
+PY_FILE = ("def parse_headers(raw):\n    \"\"\"Parse HTTP request headers.\"\"\"\n"
+           "    return dict(line.split(':', 1) for line in raw)\n")
+
+
+class FakeSemble:
+    """The semble side's interface with canned numbers; records the order of its first answers."""
+
+    name = "semble"
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str]] = []
+
+    def first_answer(self, root: Path, query: str, cache: Path) -> dict:
+        self.calls.append(("first_answer", root.name))
+        return {"seconds": 2.0, "output_s": 1.5, "cpu_s": 3.0, "peak_rss": 300 << 20, "tree_peak_rss": 400 << 20, "hits": 10}
+
+    def serve(self, root: Path, cache: Path, queries, runs: int) -> dict:
+        self.calls.append(("serve", root.name))
+        return {"timings_ms": [3.0] * (len(queries) * runs), "import_s": 0.5, "model_load_s": 0.1, "validate_s": 0.2,
+                "open_s": 0.3, "revalidate_ms": 20.0, "stat_floor_ms": 2.0, "files": 3,
+                "chunks": 10 * len(list(root.rglob("*.py"))), "index_bytes": 1 << 20, "rss": 200 << 20,
+                "peak_rss": 250 << 20}
+
+
+def test_monorepo_run_measures_both_sides_keyword_only(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    for size, copies in (("20", 1), ("40", 2)):
+        for copy in range(copies):
+            repo = data / f"size-{size}" / (f"copy-{copy + 1}" if copy else "") / "acme+web"
+            repo.mkdir(parents=True)
+            (repo / "route.go").write_text(GO_FILE)
+            (repo / "headers.py").write_text(PY_FILE)
+            (repo / "README.md").write_text("# web\n\nA tiny web toolkit.\n")  # BM25 gives words in half the files no weight
+    semble = FakeSemble()
+    out, png = tmp_path / "out.json", tmp_path / "out.png"
+    args = ["run", "--data", str(data), "--sizes", "20,40", "--model", "none", "--rounds", "2", "--latency-runs", "1",
+            "--json", str(out)]
+    if importlib.util.find_spec("matplotlib"):
+        args += ["--plot", str(png)]
+    assert monorepo.main(args, semble=semble) == 0
+    # Rounds alternate which system goes first; each size is served once.
+    assert semble.calls == [("first_answer", "size-20"), ("first_answer", "size-20"), ("serve", "size-20"),
+                            ("first_answer", "size-40"), ("first_answer", "size-40"), ("serve", "size-40")]
+    result = json.loads(out.read_text())
+    small, large = (result["sizes"][s]["codesearch"] for s in ("20", "40"))
+    assert large["chunks"] == 2 * small["chunks"] > 0
+    assert small["first_answer_tier"] == small["tier"] == "keyword" and small["first_answer_hits"] >= 1
+    assert len(small["first_answer_rounds_s"]) == 2 and small["first_answer_peak_rss"] > 10 << 20
+    assert 0 < small["first_answer_printed_s"] <= small["first_answer_s"] and small["first_answer_cpu_s"] > 0
+    assert small["first_answer_tree_peak_rss"] > 0 and small["transformer_s"] is None
+    assert small["open_s"] is not None and small["query_p50_ms"] > 0 and small["query_norefresh_p95_ms"] > 0
+    assert (small["files"], large["files"]) == (3, 6) and small["freshness_over_floor"] > 0
+    assert small["serving_rss"] > 10 << 20 and small["index_bytes"] > 0
+    assert any("transformer tier not built (keyword-only" in note for note in result["sizes"]["20"]["notes"])
+    per_chunk = result["per_chunk"]["40"]["codesearch"]
+    assert per_chunk["index_bytes"] == pytest.approx(large["index_bytes"] / large["chunks"])
+    assert per_chunk["transformer_s"] is None
+    assert set(result["marginal"]["20-40"]) == {"codesearch", "semble"}
+    assert result["sizes"]["40"]["semble"]["query_p50_ms"] == 3.0
+    assert not list((data / "scratch").glob("size-*"))  # indexes and caches are removed without --keep
+    if importlib.util.find_spec("matplotlib"):
+        assert png.stat().st_size > 1000
+
+
+def test_monorepo_measure_reads_peak_memory_and_when_the_answer_came() -> None:
+    # A child that touches 80 MiB, prints, then works on for 0.4 s (as semble's CLI saves its index after answering).
+    child = "import time; b = bytearray(80 << 20); print('answer'); time.sleep(0.4)"
+    run = monorepo.measure([sys.executable, "-c", child], dict(os.environ))
+    assert run.stdout == "answer\n" and run.peak_rss >= 80 << 20 and run.tree_peak_rss >= run.peak_rss
+    assert run.first_output_s <= run.seconds - 0.3 and run.cpu_s > 0
+    with pytest.raises(SystemExit, match="exited 3"):
+        monorepo.measure([sys.executable, "-c", "import sys; sys.exit(3)"], dict(os.environ))
+
+
+def test_monorepo_prepare_exports_whole_repositories_and_composes_sizes(tmp_path: Path) -> None:
+    import subprocess
+
+    work = tmp_path / "work"
+    (work / "pkg").mkdir(parents=True)
+    (work / "pkg" / "route.go").write_text(GO_FILE)
+    (work / "headers.py").write_text(PY_FILE)
+    (work / "big.bin").write_text("a blob the snapshot lacks\n")
+    git = ["git", "-C", str(work), "-c", "user.email=t@t", "-c", "user.name=t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "one"], check=True)
+    mirror = tmp_path / "mirrors" / "acme+web" / "repo"
+    subprocess.run(["git", "clone", "-q", "--bare", str(work), str(mirror)], check=True)  # loose objects, linked
+    lacking = subprocess.check_output([*git, "rev-parse", "HEAD:big.bin"], text=True).strip()
+    (mirror / "objects" / lacking[:2] / lacking[2:]).unlink(missing_ok=True)
+    if subprocess.run(["git", "--git-dir", str(mirror), "cat-file", "-e", lacking]).returncode == 0:
+        pytest.skip("could not make a mirror that lacks a blob")
+    out = monorepo.prepare(tmp_path / "data", tmp_path / "mirrors", [2, 7], names=["acme+web"])
+    facts = out["repositories"]["acme+web"]
+    assert facts["missing_blobs"] == 1 and facts["files"] == 2
+    assert (tmp_path / "data" / "base" / "acme+web" / "pkg" / "route.go").read_text() == GO_FILE
+    from codesearch.stats import repo_stats
+
+    assert facts["chunks"] == repo_stats(tmp_path / "data" / "base" / "acme+web").chunks  # the counter of `codesearch stats`
+    small, large = out["sizes"]["2"], out["sizes"]["7"]
+    assert small == {**small, "folders": ["acme+web"], "replicas": 0, "unique_text_share": 1.0}
+    # The real repository runs out: replicas of it in copy-N/, the same texts again.
+    assert large["folders"][0] == "acme+web" and large["replicas"] == len(large["folders"]) - 1 >= 1
+    assert large["unique_text_share"] == pytest.approx(1 / len(large["folders"]))
+    assert (tmp_path / "data" / "size-7" / "copy-2" / "acme+web" / "headers.py").read_text() == PY_FILE
+
+
+def test_monorepo_compose_takes_whole_repositories_in_order() -> None:
+    counts = {"a": 500, "b": 9000, "c": 3000, "d": 200}
+    size = monorepo.compose(4000, counts, order=["a", "b", "c", "d"])
+    assert size.folders == ["a", "c", "d"] and size.chunks == 3700 and size.replicas == 0  # b does not fit
+    size = monorepo.compose(30000, counts, order=["a", "b", "c", "d"])
+    assert size.folders[:4] == ["a", "b", "c", "d"] and size.folders[4:6] == ["copy-2/a", "copy-2/b"]
