@@ -2,7 +2,7 @@
 
 Usage:
     python benchmarks/tune.py --semble-benchmarks SEMBLE/benchmarks --mirrors MIRRORS --index-dir DIR
-        [--trees DIR] [--repos chi,gson] [--variants default,diversity_hold_top=2] [--metric ndcg10]
+        [--trees DIR] [--repos chi,gson] [--variants default,coherence_boost=0.3] [--metric ndcg10]
         [--questions --corpora DIR --requests DIR [--heldout QUESTIONS.json]] [--json OUT]
 
 Re-ranks only: nothing is indexed. ``--index-dir`` holds the indexes of an
@@ -37,6 +37,7 @@ per_repo, per_repo_all_targets, ndcg10, ndcg10_all_targets, folds}`` and with
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import sys
 import tempfile
@@ -70,10 +71,11 @@ from codesearch.scope import CONFIG, DOC  # noqa: E402
 def _variants() -> dict[str, Ranking]:
     out = {"default": DEFAULT}
     candidates = {
-        **{f"diversity_hold_top={n}": replace(DEFAULT, diversity_hold_top=n) for n in range(5)},
-        "keyword_priors={doc,config}": replace(DEFAULT, keyword_priors=frozenset({DOC, CONFIG})),
-        "keyword_priors={doc}": replace(DEFAULT, keyword_priors=frozenset({DOC})),
-        "keyword_priors={}": replace(DEFAULT, keyword_priors=frozenset()),
+        **{f"coherence_boost={v}": replace(DEFAULT, coherence_boost=v) for v in (0.2, 0.3)},
+        **{f"static_share={v}": replace(DEFAULT, static_share=v) for v in (0.2, 0.35)},
+        "keyword_priors=doc+config": replace(DEFAULT, keyword_priors=frozenset({DOC, CONFIG})),
+        "keyword_priors=doc": replace(DEFAULT, keyword_priors=frozenset({DOC})),
+        "keyword_priors=none": replace(DEFAULT, keyword_priors=frozenset()),
         **{f"path_min_share={v}": replace(DEFAULT, path_min_share=v) for v in (0.05, 0.1, 0.2)},
     }
     # A candidate equal to the default is the default: listed once, under that name.
@@ -83,6 +85,28 @@ def _variants() -> dict[str, Ranking]:
 
 VARIANTS: dict[str, Ranking] = _variants()
 """The candidates, the default first (a tie goes to it). Add a variant here to measure it."""
+
+
+def parse_variant(spec: str) -> Ranking:
+    """A variant named in :data:`VARIANTS`, or written as knobs: ``coherence_boost=0.3;keyword_priors={'doc'}``.
+
+    Raises:
+        SystemExit: an unknown knob or a value Python cannot read.
+    """
+    if spec in VARIANTS:
+        return VARIANTS[spec]
+    knobs: dict[str, Any] = {}
+    names = {f.name for f in fields(Ranking)}
+    for part in spec.split(";"):
+        name, _, text = part.partition("=")
+        if name not in names:
+            raise SystemExit(f"error: {name!r} is no Ranking knob; knobs: {', '.join(sorted(names))}")
+        try:
+            value = ast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            raise SystemExit(f"error: cannot read {text!r} for {name}") from None
+        knobs[name] = frozenset(value) if isinstance(value, (set, frozenset)) else value
+    return replace(DEFAULT, **knobs)
 
 
 def changes(ranking: Ranking) -> dict[str, Any]:
@@ -127,7 +151,8 @@ def main(argv: Sequence[str] | None = None, *, searcher_options: Mapping[str, An
     parser.add_argument("--index-dir", type=Path, default=Path(tempfile.gettempdir()) / "codesearch-peer-indexes",
                         help="the peer benchmark's --index-dir (folders <repo>-int8, q-<corpus>, q-requests)")
     parser.add_argument("--repos", default=",".join(DEV_REPOSITORIES), help="comma-separated DEV repositories")
-    parser.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated names from tune.VARIANTS")
+    parser.add_argument("--variants", default=",".join(VARIANTS),
+                        help="comma-separated names from tune.VARIANTS, or knobs: 'coherence_boost=0.3;static_share=0.3'")
     parser.add_argument("--metric", choices=("ndcg10", "ndcg10_all_targets"), default="ndcg10",
                         help="the figure the protocol chooses by")
     parser.add_argument("--questions", action="store_true",
@@ -138,13 +163,13 @@ def main(argv: Sequence[str] | None = None, *, searcher_options: Mapping[str, An
     parser.add_argument("--requests", type=Path, help="psf/requests v2.32.3 (git archive)")
     parser.add_argument("--json", dest="json_out", type=Path)
     args = parser.parse_args(argv)
-    wanted = [n.strip() for n in args.variants.split(",") if n.strip()]
-    unknown = [n for n in wanted if n not in VARIANTS]
+    wanted = [n.strip() for n in args.variants.split(",") if n.strip()]  # a knob list uses ";" inside a variant
+    unknown = [n for n in wanted if n not in VARIANTS and "=" not in n]
     if unknown:
-        parser.error(f"unknown variant {unknown[0]!r}; variants are {', '.join(VARIANTS)}")
+        parser.error(f"unknown variant {unknown[0]!r}; variants are {', '.join(VARIANTS)} or knobs written as name=value")
     if args.questions and args.corpora is None:
         parser.error("--questions needs --corpora (benchmarks/data/fetch_corpora.py)")
-    variants = {name: VARIANTS[name] for name in ["default", *(n for n in wanted if n != "default")]}
+    variants = {name: parse_variant(name) for name in ["default", *(n for n in wanted if n != "default")]}
     options = dict(searcher_options or {})
 
     repos = load_repos(args.semble_benchmarks, [n.strip() for n in args.repos.split(",") if n.strip()])

@@ -341,7 +341,11 @@ class CodeSearch:
             now, now_embedder = self._tiers.answering(loaded, mask) if refreshed else (tier, embedder)
             query_vector = pending.result() if now_embedder is embedder else now_embedder.embed_query(query)
             tier = now
-        ranked = loaded.rank(query, mode, tier, query_vector, ranking, k, mask)
+        static_vector = None
+        if tier == FULL and ranking.static_share > 0 and STATIC in loaded.vectors and self._tiers.has_static:
+            self._tiers.check(loaded.manifest, STATIC, self._tiers.static_embedder)
+            static_vector = self._tiers.static_embedder.embed_query(query)
+        ranked = loaded.rank(query, mode, tier, query_vector, ranking, k, mask, static_vector)
         self.last_search = SearchInfo(tier or KEYWORD, refreshed, built, time.perf_counter() - started)
         if self.background_upgrade and tier == STATIC:
             self._freshness.upgrade_soon(lambda: self.index(tier=FULL))

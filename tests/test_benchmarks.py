@@ -449,11 +449,11 @@ def test_tune_reranks_stored_indexes_and_applies_the_protocol(tmp_path: Path) ->
         CodeSearch(repo.root, index_dir=folders[repo.name], **options).index()
         stamps[repo.name] = sorted(p.stat().st_mtime_ns for p in folders[repo.name].rglob("*"))
     out = tmp_path / "tune.json"
-    assert tune.main([*args, "--variants", "diversity_hold_top=0,keyword_priors={}", "--json", str(out)],
+    assert tune.main([*args, "--variants", "coherence_boost=0.3,keyword_priors=none", "--json", str(out)],
                      searcher_options=options) == 0
     data = json.loads(out.read_text())
-    assert list(data["variants"]) == ["default", "diversity_hold_top=0", "keyword_priors={}"]  # the default first
-    assert data["variants"]["keyword_priors={}"]["changes"] == {"keyword_priors": []}
+    assert list(data["variants"]) == ["default", "coherence_boost=0.3", "keyword_priors=none"]  # the default first
+    assert data["variants"]["keyword_priors=none"]["changes"] == {"keyword_priors": []}
     for variant in data["variants"].values():
         assert set(variant["per_repo"]) == {"chi", "redux"}
         assert 0.0 <= variant["ndcg10_all_targets"] <= variant["ndcg10"] <= 1.0
@@ -492,7 +492,7 @@ def test_tune_reports_the_questions_without_tuning_on_them(tmp_path: Path, tiny_
         CodeSearch(root, index_dir=index_dir / folder, **options).index()
     out = tmp_path / "tune.json"
     assert tune.main(["--semble-benchmarks", str(bench), "--mirrors", str(mirrors), "--trees", str(tmp_path / "trees"),
-                      "--repos", "chi,redux", "--index-dir", str(index_dir), "--variants", "keyword_priors={}",
+                      "--repos", "chi,redux", "--index-dir", str(index_dir), "--variants", "keyword_priors=none",
                       "--questions", "--corpora", str(corpora), "--requests", str(tiny_requests), "--heldout",
                       str(questions), "--json", str(out)], searcher_options=options) == 0
     for variant in json.loads(out.read_text())["variants"].values():

@@ -301,28 +301,6 @@ def test_diversity_keeps_a_files_other_answers_and_decays_its_repeats(facts: Ind
     assert dict(S.diversify(scores, facts, r, vectors=vectors))[3] == pytest.approx(0.35)
 
 
-def test_diversity_keeps_the_score_of_a_held_chunk(facts: IndexFacts) -> None:
-    scores = {0: 1.0, 1: 0.9, 2: 0.8, 3: 0.7}
-    # Chunk 1 is router.go's second chunk: decayed below logger.go's best, unless held.
-    assert S.diversify(scores, facts, Ranking(diversity_decay=0.5))[1] == (2, 0.8)
-    assert S.diversify(scores, facts, Ranking(diversity_decay=0.5), held=[1])[:3] == [(0, 1.0), (1, 0.9), (2, 0.8)]
-
-
-def test_rank_holds_the_transformers_top_chunks_in_diversity() -> None:
-    # One file of two chunks and a second file; the transformer puts the first file's second chunk first,
-    # keywords put the first chunk first. Held (the default), the second chunk stays above the other file.
-    chunks = [{"path": "auth.py"}, {"path": "auth.py"}, {"path": "other.py"}]
-    facts = IndexFacts(chunks)
-    lists = {"bm25": np.array([3.0, 0.0, 2.0]), "dense": np.array([0.5, 0.9, 0.4])}
-    vectors = np.array([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0]], dtype=np.float32)  # chunk 1 repeats chunk 0
-    plain = replace(DEFAULT, path_words=False, coherence=False, definitions=False)
-    held = [chunk for chunk, _ in rank_scores("send it again", lists, facts, plain, k=3, vectors=vectors)]
-    assert held.index(1) < held.index(2)
-    decayed = [chunk for chunk, _ in rank_scores("send it again", lists, facts, replace(plain, diversity_hold_top=0), k=3,
-                                          vectors=vectors)]
-    assert decayed.index(1) > decayed.index(2)
-
-
 def test_the_first_hits_do_not_depend_on_k() -> None:
     rng = np.random.default_rng(3)
     chunks = [{"path": f"f{i % 23}.py"} for i in range(400)]

@@ -141,7 +141,7 @@ class LoadedIndex:
         return [(int(i), float(scores[i])) for i in order if np.isfinite(scores[i])]
 
     def rank(self, query: str, mode: Mode, tier: Tier | None, query_vector: np.ndarray | None, ranking: Ranking,
-             k: int, mask: np.ndarray | None) -> list[tuple[int, float]]:
+             k: int, mask: np.ndarray | None, static_vector: np.ndarray | None = None) -> list[tuple[int, float]]:
         """The ``k`` best chunks for ``query`` within ``mask``, through the ranking pipeline.
 
         Each retriever scores every chunk (BM25 postings, one matrix product
@@ -154,6 +154,9 @@ class LoadedIndex:
             tier: the embedding tier that answers (``full`` or ``static``), or
                 ``None`` for keywords alone.
             query_vector: the query embedded by that tier's model.
+            static_vector: with the full tier, the query embedded by the
+                static model, for the static list as a third list
+                (``ranking.static_share``).
             ranking: the knobs.
             k: how many hits are asked for.
             mask: chunks in scope, or ``None`` for all.
@@ -172,6 +175,8 @@ class LoadedIndex:
                 lists[LIST_OF[tier]] = vectors @ query_vector
                 if tier == FULL and self.read is not None:
                     covered[LIST_OF[tier]] = self.read
+                if tier == FULL and static_vector is not None:
+                    lists[LIST_OF[STATIC]] = self.vectors[STATIC] @ static_vector
             return rank_scores(query, lists, self.facts, ranking, k, mask, vectors, covered)
 
 

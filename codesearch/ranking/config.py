@@ -17,7 +17,7 @@ DEFAULT_PRIORS: Mapping[str, float] = MappingProxyType(
     {TEST: 0.3, COMPAT: 0.3, EXAMPLE: 0.3, REEXPORT: 0.5, STUB: 0.7, DOC: 0.2, CONFIG: 0.5}
 )
 
-KEYWORD_PRIORS = frozenset({DOC, CONFIG})
+KEYWORD_PRIORS = frozenset({DOC})
 """Path classes whose priors the keyword list takes before its candidates are cut (see ``Ranking.keyword_priors``)."""
 
 
@@ -31,8 +31,9 @@ class Ranking:
     numbers are in ``benchmarks/README.md``. Every measured value was chosen
     on all 18 DEV repositories of the peer benchmark, with the 62 held-out
     questions and the requests seeds in view, before the 2-fold protocol
-    (README, "Tuning protocol") existed: none has been decided under it yet,
-    and ``benchmarks/tune.py`` is the tool to do so. The stage switches are
+    (README, "Tuning protocol") existed, except ``keyword_priors`` and the
+    removal of the transformer-top hold in diversity, which were decided
+    under it (``benchmarks/tune.py``). The stage switches are
     measured in every peer run (its ablation table: each stage off costs DEV
     0.008-0.031 at 40459c2).
 
@@ -67,11 +68,11 @@ class Ranking:
             0.8774, held-out 0.693 / 0.667, against 0.8780 and 0.689).
         semantic_weight_symbol: the same for a query that is one identifier.
             Value: initial choice.
-        static_share: of the embedding share, what the static vectors get when
-            the transformer's list is there too (all of it when alone). Value:
-            initial choice. The full tier fuses the transformer's list alone:
-            static vectors as a third list (share 0.3 / 0.5) measured and not
-            kept (DEV 0.867 / 0.865 against 0.868, 8cb5da6).
+        static_share: in the full tier, the share of the embedding weight that
+            goes to a third list, the static vectors' (0: the transformer's
+            list alone; the static tier's list takes all of it when it answers
+            alone). Value: 0; 0.3 / 0.5 measured and not kept (DEV 0.867 /
+            0.865 against 0.868, 8cb5da6).
         definitions: stage switch -- chunks that define a name the query asks
             for rise (found through the symbol table, also outside the candidates).
         definition_boost: for a symbol query, a defining chunk gains this times
@@ -116,9 +117,10 @@ class Ranking:
             plain-English queries, neither takes a keyword place from code
             nor sets the list's scale. Tests are not among them by default:
             the held-out questions lose more than the seeds gain. Value: docs
-            and config, measured at 40459c2 against none, docs only, tests,
-            and their mixes (requests seeds 8 -> 9 of 10 in the top 5, DEV
-            0.8779 -> 0.8780, held-out 0.699 -> 0.689).
+            only, under the 2-fold protocol (tune.py on the stored indexes of
+            the run at 7f7391d): docs and config tie it on both DEV halves
+            (0.8640 / 0.9025 without the hold) and on the held-out questions;
+            config was added at 40459c2 for one requests seed, so it goes.
         diversity: stage switch -- a file's second, third ... chunk in the list
             is decayed as far as it repeats what the file already has in the
             list, unless it is strong.
@@ -141,14 +143,13 @@ class Ranking:
             choice.
         diversity_free: chunks of one file listed before decay starts. Value:
             initial choice.
-        diversity_hold_top: chunks in the top this many places of the
-            transformer's list keep their score: a second answer of a file
-            that the transformer ranks near the top is not taken for a repeat
-            of the file's first (0 holds none). Value: 3, measured against 1 /
-            2 / 4 / 5 at 5765825 (DEV 0.8821 / 0.8795 / 0.8779 / 0.8759 /
-            0.8741 for 1-5, held-out 0.693-0.700, requests seeds 8 of 10 in
-            the top 5 from 3 up, 7 below); no hold gave DEV 0.8830 and
-            held-out 0.686. 2 / 4 measured again at 40459c2 and not kept.
+
+        Removed under the 2-fold protocol (tune.py, stored indexes of the run
+        at 7f7391d): holding the transformer's top 3 in diversity (kept at
+        5765825 for the requests seeds) lost on both DEV halves (0.8614 /
+        0.8946 against 0.8640 / 0.9025 without it; the benchmark's unseen
+        sample agrees); a hold of a file's chunk whose fused score is within
+        70-95% of the file's best lost on both halves too (fold A 0.853-0.861).
     """
 
     depth: int = 100
@@ -157,7 +158,7 @@ class Ranking:
     score_share: float = 0.6
     semantic_weight: float = 0.55
     semantic_weight_symbol: float = 0.3
-    static_share: float = 0.5
+    static_share: float = 0.0
     definitions: bool = True
     definition_boost: float = 1.5
     definition_stem_bonus: float = 1.5
@@ -176,13 +177,10 @@ class Ranking:
     diversity_similar: tuple[float, float] = (0.55, 0.75)
     diversity_hold: float = 1.0
     diversity_free: int = 1
-    diversity_hold_top: int = 3
 
     def __post_init__(self) -> None:
         if self.depth < 1 or (self.fusion_depth is not None and self.fusion_depth < 1):
             raise ValueError(f"depth and fusion_depth must be >= 1, got {self}")
-        if self.diversity_hold_top < 0:
-            raise ValueError(f"diversity_hold_top must be >= 0, got {self.diversity_hold_top}")
         if self.rrf_k < 0:
             raise ValueError(f"rrf_k must be >= 0, got {self.rrf_k}")
         low, high = self.diversity_similar

@@ -57,8 +57,7 @@ def rank(
     if ranking.priors:
         stages.apply_priors(scores, facts, ranking)
     if ranking.diversity:
-        held = found.ranked.get("dense", [])[: ranking.diversity_hold_top]
-        final = stages.diversify(scores, facts, ranking, evidence, vectors, k, held)
+        final = stages.diversify(scores, facts, ranking, evidence, vectors, k)
     else:
         final = stages.ordered(scores)
     return final[:k]

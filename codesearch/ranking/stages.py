@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -245,7 +245,7 @@ def ordered(scores: Scores) -> list[tuple[int, float]]:
 
 def diversify(scores: Scores, facts: RankingFacts, ranking: Ranking, evidence: Scores | None = None,
               vectors: np.ndarray | Mapping[int, np.ndarray] | None = None, k: int | None = None,
-              held: Collection[int] = ()) -> list[tuple[int, float]]:
+              ) -> list[tuple[int, float]]:
     """Order candidates so one file does not fill the list, keeping its other answers.
 
     Walking the candidates best first, the ``n``-th chunk of a file already
@@ -255,18 +255,15 @@ def diversify(scores: Scores, facts: RankingFacts, ranking: Ranking, evidence: S
     scaled from 0 at ``diversity_similar[0]`` to 1 at ``diversity_similar[1]``
     (1 without vectors, or for a chunk whose row is all zeros: one the
     transformer did not read). A second function of a file is another answer; the
-    next window of the same class is more of one. A chunk the retrievers put
-    near the top is not decayed either: one in ``held`` (the pipeline passes
-    the transformer's top ``diversity_hold_top``), or one whose fused score
-    (``evidence``, before any boost) is at least ``diversity_hold`` of the
-    best. A file's best chunk is never decayed.
+    next window of the same class is more of one. A chunk whose fused score
+    (``evidence``, before any boost) is at least ``diversity_hold`` of the best
+    is not decayed either. A file's best chunk is never decayed.
 
     Decay only lowers a score, so with ``k`` the walk stops once ``k`` chunks
     score above the next candidate's undecayed score: the first ``k`` places
     are those of the whole walk, and the cosines of the rest are never computed.
     """
     low, high = ranking.diversity_similar
-    held = frozenset(held)
     top = max(evidence.values(), default=0.0) if evidence else 0.0
     above: dict[int, list[int]] = {}  # file -> its chunks walked so far
     best: list[float] = []  # the k best scores so far, a min-heap
@@ -276,9 +273,7 @@ def diversify(scores: Scores, facts: RankingFacts, ranking: Ranking, evidence: S
             break
         mates = above.setdefault(int(facts.file_of[chunk]), [])
         n = len(mates)
-        strong = chunk in held or (
-            evidence is not None and top > 0 and evidence.get(chunk, 0.0) >= ranking.diversity_hold * top
-        )
+        strong = evidence is not None and top > 0 and evidence.get(chunk, 0.0) >= ranking.diversity_hold * top
         score = fused
         if n >= ranking.diversity_free and not strong:
             repeats = 1.0  # without a vector, no evidence it is another answer
