@@ -657,12 +657,9 @@ def serve_codesearch(job: dict[str, Any]) -> dict[str, Any]:
 def stat_pass_against_floor(cs: Any, rounds: int = 7) -> dict[str, Any]:
     """codesearch's stat pass (``cs.changes()``, nothing changed) against a bare ``os.stat`` loop over the index's
     files, alternating; medians in ms. ``stat_floor_dirs_ms`` also stats the folders the pass checks."""
-    store = cs.store
-    manifest = store.read_manifest()
-    if not isinstance(manifest, dict):  # a typed manifest
-        manifest = {"stats": manifest.stats, "walk_stats": getattr(manifest, "walk_stats", None)}
+    manifest = cs.store.read_manifest()
     root = str(cs.root.resolve())
-    files = [os.path.join(root, p) for p in manifest["stats"]]
+    files = [os.path.join(root, p) for p in sorted({path for path, _, _ in cs.locations()})]
     folders = [os.path.join(root, p) for p in manifest.get("walk_stats") or {}]
     passes, floors, with_dirs = [], [], []
     for _ in range(rounds):

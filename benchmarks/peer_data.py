@@ -263,7 +263,7 @@ def score_results(results: Sequence[Sequence[Location]], tasks: Sequence[Task], 
 
 def indexed_locations(searcher: Any) -> list[Location]:
     """``(path, start, end)`` of every chunk in a :class:`codesearch.CodeSearch`'s stored index."""
-    return [(c["path"], c["start_line"], c["end_line"]) for c in searcher.store.load().chunks]
+    return list(searcher.locations())
 
 
 def query_scores(searcher: Any, repo: Repo, indexed: Sequence[Location], **search: Any) -> QueryScores:

@@ -32,9 +32,11 @@ from typing import Any
 BENCHMARKS = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCHMARKS))
 
+import numpy as np  # noqa: E402
 from peer_data import export_trees, load_repos  # noqa: E402
 
 from codesearch import CodeSearch  # noqa: E402
+from codesearch.index.columns import stored_records  # noqa: E402
 
 RUNS: tuple[tuple[str, str, str], ...] = (
     # (name in the file, tier of the index, search mode)
@@ -67,13 +69,17 @@ def corpora(args: argparse.Namespace) -> Iterator[tuple[str, Path, list[str]]]:
 
 
 def index_digest(cs: CodeSearch) -> str:
-    """sha256 over a stored index's chunk records and arrays (names, dtypes, shapes, bytes)."""
+    """sha256 over a stored index's chunk records (path, lines, kind, key, symbols, text) and both tiers' vectors.
+
+    It does not depend on how the store lays them out, so indexes of two on-disk formats compare.
+    """
     snapshot = cs.store.load()
-    digest = hashlib.sha256(json.dumps(snapshot.chunks, sort_keys=True).encode("utf-8"))
-    for name in sorted(snapshot.arrays):
-        array = snapshot.arrays[name]
-        digest.update(f"{name}:{array.dtype.str}:{array.shape}".encode())
-        digest.update(array.tobytes())
+    digest = hashlib.sha256(json.dumps(stored_records(snapshot.arrays), sort_keys=True).encode("utf-8"))
+    for name in ("vectors", "static_vectors"):
+        array = snapshot.arrays.get(name)
+        if array is not None:
+            digest.update(f"{name}:{array.dtype.str}:{array.shape}".encode())
+            digest.update(np.ascontiguousarray(array).tobytes())
     return digest.hexdigest()
 
 

@@ -46,6 +46,7 @@ from typing import Any
 from codesearch.chunking import split_lines
 from codesearch.exceptions import CodeSearchError
 from codesearch.files import scan
+from codesearch.index.columns import stored_records
 from codesearch.search import CodeSearch, document_text
 from codesearch.stats import repo_stats
 
@@ -216,7 +217,7 @@ def run_model(name: str, repo: Path, index_dir: Path, mode: str, int8: bool) -> 
     cs = _searcher(repo, embedder, index_dir / name, mode)
     with PeakMemory() as memory:
         cs.index()
-    chunks = cs.store.load().chunks
+    chunks = stored_records(cs.store.load().arrays)
     documents = [document_text(c["path"], c["text"]) for c in chunks]
     tokens = [int(t) for t in embedder.token_counts(documents)]
     max_input = int(embedder.spec.max_length)
@@ -281,10 +282,10 @@ def answer_rank(cs: CodeSearch, question: Question, mode: str, targets: set[tupl
 
 
 def rank_table(runs: Sequence[ModelRun], bm25_searcher: CodeSearch, scope: str | None) -> list[dict[str, Any]]:
-    chunks = bm25_searcher.store.load().chunks
+    chunks = stored_records(bm25_searcher.store.load().arrays)
     total = len(chunks)
     # Load each model's index once, not once per question.
-    stored = {run.name: run.searcher.store.load().chunks for run in runs if run.searcher is not None}
+    stored = {run.name: stored_records(run.searcher.store.load().arrays) for run in runs if run.searcher is not None}
     rows = []
     for question in QUESTIONS:
         targets = target_positions(chunks, question.target)
@@ -401,7 +402,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         columns = ["bm25"] + [f"{kind}:{r.name}" for r in runs for kind in ("dense", "hybrid")]
         whole = rank_table(runs, bm25_searcher, None)
         src = rank_table(runs, bm25_searcher, "src/")
-        stored = bm25_searcher.store.load().chunks
+        stored = stored_records(bm25_searcher.store.load().arrays)
         total_chunks = len(stored)
         src_chunks = sum(1 for c in stored if c["path"].startswith("src/"))
 

@@ -316,6 +316,23 @@ def info(path: str, index_dir: str | None, model: str | None, as_json: bool) -> 
 
 
 @main.command()
+@path_argument
+@click.option("--index-dir", type=click.Path(file_okay=False), default=None, help="Where the index lives.")
+@json_option
+@reports_errors
+def verify(path: str, index_dir: str | None, as_json: bool) -> None:
+    """Check every file of the index of PATH against its sha256 (searches check them in the background)."""
+    from codesearch.search import CodeSearch
+
+    searcher = CodeSearch(path, model=None, index_dir=index_dir)
+    checked = searcher.verify()
+    if as_json:
+        _echo_json({"index_dir": str(searcher.store.directory), "verified": True, "bytes": checked})
+        return
+    click.echo(f"verified {checked:,} bytes of the index at {searcher.store.directory}")
+
+
+@main.command()
 @click.argument("model")
 @click.option("--int8", is_flag=True, help="Quantise to int8 if it passes the quality gate on real code chunks.")
 @click.option("--out", type=click.Path(file_okay=False), default=None, help="Write here instead of the cache.")

@@ -46,6 +46,10 @@ class IndexCorruptError(CodeSearchError):
     """An index file is damaged, truncated or from an unknown format version."""
 
 
+class IndexFormatError(IndexCorruptError):
+    """An index was written by another version of codesearch's on-disk format; it is built again."""
+
+
 class IndexLockedError(CodeSearchError, TimeoutError):
     """Another process holds the index's write lock."""
 
@@ -64,6 +68,7 @@ __all__ = [
     "ModelMismatchError",
     "IndexNotFoundError",
     "IndexCorruptError",
+    "IndexFormatError",
     "IndexLockedError",
     "IndexCancelledError",
 ]

@@ -28,7 +28,7 @@ import numpy as np
 from codesearch.cache import default_index_dir
 from codesearch.chunking import ChunkParams, document_text
 from codesearch.embedding.catalogue import DEFAULT_MODEL, ModelSpec
-from codesearch.exceptions import IndexCorruptError, ModelNotAvailableError, RootNotFoundError
+from codesearch.exceptions import IndexCorruptError, IndexFormatError, ModelNotAvailableError, RootNotFoundError
 from codesearch.files import Changes
 from codesearch.index import BuildOptions, Freshness, IndexBuilder, IndexManifest, IndexStore, LoadedIndex, Tiers
 from codesearch.index.builder import chunk_key
@@ -212,26 +212,34 @@ class CodeSearch:
         return report
 
     def _committed(self) -> LoadedIndex | None:
-        """The committed index to update: the one in memory while it is current, else read (``None`` if damaged)."""
+        """The committed index to update: the one in memory while it is current, else read (``None`` if damaged).
+
+        A build copies what it keeps of it into the new generation, so its files' sha256 must have been checked
+        first: a damaged index is rebuilt from nothing, never carried over under fresh checksums.
+        """
         token = self.store.current_token()
         if token is None:
             return None
         if self._loaded is not None and self._loaded.token == token:
-            return self._loaded
+            return _verified(self._loaded)
         try:
-            return LoadedIndex.from_snapshot(self.store.load(), token)
+            return _verified(LoadedIndex.from_snapshot(self.store.load(mmap=True), token))
         except IndexCorruptError:
-            return None  # rebuilt from nothing
+            return None  # rebuilt from nothing (a damaged index, or one of an older format)
 
     def _current(self) -> tuple[LoadedIndex, bool]:
         """The committed index in memory (built first when there is none) and whether it was just built."""
         token = self.store.current_token()
+        if token is not None and (self._loaded is None or self._loaded.token != token):
+            try:
+                self._loaded = LoadedIndex.from_snapshot(self.store.load(mmap=True), token)
+            except IndexFormatError:
+                token = None  # made by an older codesearch: built again, as if there were none
         if token is None:
             self._build(default_tier(self._tiers, self.fast_start), progress=self.progress, first_answer=True)
             assert self._loaded is not None
             return self._loaded, True
-        if self._loaded is None or self._loaded.token != token:
-            self._loaded = LoadedIndex.from_snapshot(self.store.load(), token)
+        assert self._loaded is not None
         return self._loaded, False
 
     # -- freshness -----------------------------------------------------------------
@@ -244,14 +252,14 @@ class CodeSearch:
         """
         if not self.store.exists():
             return Changes()
-        return self._freshness.changes(self._current()[0].manifest)
+        return self._freshness.changes(self._current()[0])
 
     def _refresh(self, loaded: LoadedIndex) -> tuple[LoadedIndex, int]:
         """Re-index the files changed since ``loaded`` (see :meth:`Freshness.refresh`)."""
 
         def rebuild() -> LoadedIndex:
             tier = KEYWORD if self._tiers.keyword_only else loaded.manifest.tier
-            self._loaded, _ = self._builder.build(tier, loaded)
+            self._loaded, _ = self._builder.build(tier, _verified(loaded))
             return self._loaded
 
         return self._freshness.refresh(loaded, rebuild)
@@ -321,10 +329,10 @@ class CodeSearch:
         wanted = self.refresh if refresh is None else refresh
         if wanted and self.background_upgrade and not built:
             # While the transformer tier is built in the background, its stat pass decides for this search's.
-            wanted = self._freshness.pause_upgrade_for_changes(loaded.manifest, self._builder.cancel) is not False
+            wanted = self._freshness.pause_upgrade_for_changes(loaded, self._builder.cancel) is not False
         # Refreshing embeds changed chunks, so it needs this searcher's model to be the index's.
         stat_pass = not built and wanted and self._tiers.may_write(loaded.manifest)
-        mask = where.mask(loaded.paths, loaded.kinds) if not where.is_unrestricted else None
+        mask = loaded.scope_mask(where)
         tier: Tier | None = None
         query_vector: np.ndarray | None = None
         if mode != "bm25":
@@ -335,7 +343,7 @@ class CodeSearch:
         if stat_pass:
             loaded, refreshed = self._refresh(loaded)
             if refreshed:
-                mask = where.mask(loaded.paths, loaded.kinds) if not where.is_unrestricted else None
+                mask = loaded.scope_mask(where)
         if mode != "bm25":
             # A refresh may have changed the tier (another process committed the transformer's).
             now, now_embedder = self._tiers.answering(loaded, mask) if refreshed else (tier, embedder)
@@ -373,6 +381,22 @@ class CodeSearch:
             raise ValueError(f"{path} is not indexed under {self.root}")
         return [loaded.hit(i, score) for i, score in loaded.related(relative, line, k)]
 
+    def verify(self) -> int:
+        """Check the sha256 of every file of the stored index now (a search checks them in the background).
+
+        Returns:
+            Bytes read.
+
+        Raises:
+            IndexNotFoundError: nothing has been indexed yet.
+            IndexCorruptError: a file is damaged; the message names it.
+        """
+        return self.store.verify()
+
+    def locations(self) -> list[tuple[str, int, int]]:
+        """Every indexed chunk's ``(path, start_line, end_line)``, in index order (the index is built first if needed)."""
+        return self._current()[0].locations()
+
     def _relative(self, path: str) -> str:
         candidate = Path(path).expanduser()
         if candidate.is_absolute():
@@ -408,6 +432,17 @@ class CodeSearch:
         facts["changes"] = {"added": list(changes.added), "modified": list(changes.modified),
                             "removed": list(changes.removed)}
         return facts
+
+
+def _verified(loaded: LoadedIndex | None) -> LoadedIndex | None:
+    """``loaded`` once the background check of its files' sha256 has passed; ``None`` if it found damage."""
+    if loaded is not None and loaded.verification is not None:
+        loaded.verification.wait()
+        try:
+            loaded.verification.check()
+        except IndexCorruptError:
+            return None
+    return loaded
 
 
 __all__ = ["CodeSearch", "Hit", "IndexReport", "MODES", "Mode", "SearchInfo", "TIERS", "TextEmbedder", "Tier",

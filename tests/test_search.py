@@ -18,6 +18,7 @@ from codesearch.chunking import Chunk, document_text, window_heads
 from codesearch.exceptions import EmptyRepositoryError, IndexNotFoundError, ModelMismatchError, RootNotFoundError
 from codesearch.index import builder as builder_module
 from codesearch.index import loaded as loaded_module
+from codesearch.index.columns import stored_records
 
 TESTS = '''\
 def test_rebuild_method_redirect_get():
@@ -109,8 +110,8 @@ def test_incremental_update_reuses_unchanged_chunks(
     rebuilt = CodeSearch(repo, model=HashingEmbedder(), index_dir=tmp_path / "rebuilt", chunk_params=small_chunks)
     rebuilt.index()
     a, b = cs.store.load(), rebuilt.store.load()
-    assert [(c["path"], c["start_line"], c["end_line"], c["text"]) for c in a.chunks] == [
-        (c["path"], c["start_line"], c["end_line"], c["text"]) for c in b.chunks
+    assert [(c["path"], c["start_line"], c["end_line"], c["text"]) for c in stored_records(a.arrays)] == [
+        (c["path"], c["start_line"], c["end_line"], c["text"]) for c in stored_records(b.arrays)
     ]
     np.testing.assert_allclose(a.arrays["vectors"], b.arrays["vectors"], atol=1e-6)
     for mode in ("bm25", "dense", "hybrid"):
@@ -125,8 +126,8 @@ def test_a_long_definitions_later_windows_share_the_vector_of_its_first(
     first = cs.index()
     before = cs.store.load()
     heads = window_heads([Chunk(c["path"], c["start_line"], c["end_line"], c["text"], tuple(c["symbols"]))
-                          for c in before.chunks])
-    read = [i for i, c in enumerate(before.chunks) if c["kind"] != "test"]
+                          for c in stored_records(before.arrays)])
+    read = [i for i, c in enumerate(stored_records(before.arrays)) if c["kind"] != "test"]
     shared = {row: head for row, head in heads.items() if row in read}
     assert first.shared == len(shared) > 0 and first.embedded == len(read) - len(shared)
     assert hashing_embedder.calls == [first.embedded]  # the later windows never reached the model
@@ -145,7 +146,7 @@ def test_a_long_definitions_later_windows_share_the_vector_of_its_first(
     head_edit = cs.index()
     assert head_edit.embedded == 1
     after = cs.store.load()
-    rebuild = [i for i, c in enumerate(after.chunks) if c["path"].endswith("sessions.py") and i in shared]
+    rebuild = [i for i, c in enumerate(stored_records(after.arrays)) if c["path"].endswith("sessions.py") and i in shared]
     assert rebuild
     for row in rebuild:
         np.testing.assert_array_equal(after.arrays["vectors"][row], after.arrays["vectors"][shared[row]])
@@ -159,17 +160,17 @@ def test_a_chunk_that_once_shared_a_vector_is_embedded_when_it_stands_alone(
     cs.index()
     before = cs.store.load()
     heads = window_heads([Chunk(c["path"], c["start_line"], c["end_line"], c["text"], tuple(c["symbols"]))
-                          for c in before.chunks])
-    row = next(r for r in heads if before.chunks[r]["path"].endswith("sessions.py"))
-    window = before.chunks[row]["text"]
+                          for c in stored_records(before.arrays)])
+    row = next(r for r in heads if stored_records(before.arrays)[r]["path"].endswith("sessions.py"))
+    window = stored_records(before.arrays)[row]["text"]
     # The same path and text, now a definition's first (and only) window: it needs its own vector.
     (repo / "src" / "pkg" / "sessions.py").write_text(window + "\n")
     cs.index()
     after = cs.store.load()
-    again = next(i for i, c in enumerate(after.chunks) if c["text"] == window)
+    again = next(i for i, c in enumerate(stored_records(after.arrays)) if c["text"] == window)
     assert again not in window_heads([Chunk(c["path"], c["start_line"], c["end_line"], c["text"],
-                                            tuple(c["symbols"])) for c in after.chunks])
-    expected = hashing_embedder.embed_documents([document_text(after.chunks[again]["path"], window)])[0]
+                                            tuple(c["symbols"])) for c in stored_records(after.arrays)])
+    expected = hashing_embedder.embed_documents([document_text(stored_records(after.arrays)[again]["path"], window)])[0]
     np.testing.assert_allclose(after.arrays["vectors"][again], expected, atol=1e-6)
 
 

@@ -329,11 +329,11 @@ def test_reader_retries_when_a_writer_deletes_its_generation(tmp_path, monkeypat
     original = IndexStore._read_generation
     calls = []
 
-    def commit_meanwhile(self, pointer, *, full):
+    def commit_meanwhile(self, pointer, *, full, mmap=False):
         calls.append(pointer.number)
         if len(calls) == 1:  # CURRENT was read; now a writer replaces and deletes gen-1
             writer.save(make_state(2))
-        return original(self, pointer, full=full)
+        return original(self, pointer, full=full, mmap=mmap)
 
     monkeypatch.setattr(IndexStore, "_read_generation", commit_meanwhile)
     assert reader.load() == make_state(2)

@@ -19,6 +19,7 @@ from conftest import SESSIONS, UTILS, HashingEmbedder
 from codesearch import CodeSearch
 from codesearch.exceptions import IndexLockedError, ModelMismatchError, ModelNotAvailableError
 from codesearch.files import changed_files, scan
+from codesearch.index.columns import stored_records
 from codesearch.multi import MultiSearch
 
 
@@ -138,7 +139,7 @@ def test_the_transformer_leaves_test_files_to_keywords_and_the_static_tier(repo_
     cs, dense, static = _two_tier(repo_with_tests, tmp_path / "index")
     report = cs.index()
     snapshot = cs.store.load()
-    kinds = [c["kind"] for c in snapshot.chunks]
+    kinds = [c["kind"] for c in stored_records(snapshot.arrays)]
     assert report.unread == kinds.count("test") == 1 and report.embedded == report.chunks - 1
     assert sum(dense.calls) == report.embedded and sum(static.calls) == report.chunks  # static reads every chunk
     test_row = kinds.index("test")
@@ -172,7 +173,7 @@ def test_embed_tests_reads_them_and_a_later_searcher_keeps_the_choice(repo_with_
     dropped = _two_tier(repo_with_tests, index_dir, embed_tests=False)[0].index()
     assert (dropped.embedded, dropped.unread, dropped.reused) == (0, 1, first.embedded)
     assert not _two_tier(repo_with_tests, index_dir)[0].store.load().arrays["vectors"][
-        [c["kind"] for c in kept.store.load().chunks].index("test")].any()
+        [c["kind"] for c in stored_records(kept.store.load().arrays)].index("test")].any()
 
 
 def test_related_code_of_a_test_chunk_comes_from_the_static_tier(repo_with_tests: Path, tmp_path: Path) -> None:
@@ -181,7 +182,7 @@ def test_related_code_of_a_test_chunk_comes_from_the_static_tier(repo_with_tests
     neighbours = cs.related("tests/test_utils.py", 1, k=3)
     snapshot = cs.store.load()
     static = snapshot.arrays["static_vectors"]
-    seed = [c["path"] for c in snapshot.chunks].index("tests/test_utils.py")
+    seed = [c["path"] for c in stored_records(snapshot.arrays)].index("tests/test_utils.py")
     expected = sorted((float(static[i] @ static[seed]) for i in range(len(static)) if i != seed), reverse=True)
     assert [h.score for h in neighbours] == pytest.approx(expected[:3])
     # From a source chunk the transformer's neighbours are only chunks it read.
@@ -448,7 +449,7 @@ def test_vectors_agree_with_a_rebuild_after_refreshes(repo: Path, tmp_path: Path
     rebuilt, _, _ = _two_tier(repo, tmp_path / "rebuilt")
     rebuilt.index()
     a, b = cs.store.load(), rebuilt.store.load()
-    assert [c["text"] for c in a.chunks] == [c["text"] for c in b.chunks]
+    assert [c["text"] for c in stored_records(a.arrays)] == [c["text"] for c in stored_records(b.arrays)]
     for name in ("vectors", "static_vectors"):
         np.testing.assert_allclose(a.arrays[name], b.arrays[name], atol=1e-6)
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from codesearch.files.changes import Changes, changed_files
-from codesearch.files.scan import ScanResult, SourceFile, decode_bytes, scan
+from codesearch.files.scan import Listed, Listing, ScanResult, SourceFile, decode_bytes, list_files, scan
 from codesearch.files.walk import MAX_FILE_BYTES, SkipReason
 
-__all__ = ["MAX_FILE_BYTES", "Changes", "ScanResult", "SkipReason", "SourceFile", "changed_files", "decode_bytes", "scan"]
+__all__ = ["MAX_FILE_BYTES", "Changes", "Listed", "Listing", "ScanResult", "SkipReason", "SourceFile", "changed_files",
+           "decode_bytes", "list_files", "scan"]

@@ -68,7 +68,8 @@ class ScanResult:
         files: the indexed files, sorted by path.
         files_seen: files met during the walk (pruned folders are not entered).
         skipped: count per :class:`SkipReason` (folders pruned count once each).
-        skipped_paths: ``(path, reason)`` per skip, in walk order.
+        skipped_paths: ``(path, reason)`` per skip: the walk's in walk order, then
+            those found by reading (binary, unreadable, grown too large).
         stats: ``path -> (size, mtime_ns)`` of every file that was read
             (indexed, or found binary or unreadable by its content): what
             :func:`changed_files` compares later without reading anything.
@@ -113,6 +114,81 @@ def decode_bytes(data: bytes) -> tuple[str, str] | None:
     return data.decode("utf-8", errors="replace"), "utf-8"
 
 
+@dataclass(frozen=True, slots=True)
+class Listed:
+    """A file the walk met that the name, extension and size rules keep: to be read, or compared by its stat."""
+
+    rel: str
+    path: str
+    size: int
+    mtime_ns: int
+
+
+@dataclass(slots=True)
+class Listing:
+    """What :func:`list_files` found: the files to read, and what the walk depended on and skipped.
+
+    ``files_seen``, ``skipped``, ``skipped_paths`` and ``walk_stats`` are as in :class:`ScanResult`.
+    """
+
+    root: Path
+    files: list[Listed] = field(default_factory=list)
+    files_seen: int = 0
+    skipped: Counter[str] = field(default_factory=Counter)
+    skipped_paths: list[tuple[str, str]] = field(default_factory=list)
+    walk_stats: dict[str, tuple[int, int]] = field(default_factory=dict)
+
+    def skip(self, path: str, reason: str) -> None:
+        self.skipped[reason] += 1
+        self.skipped_paths.append((path, reason))
+
+
+def _checked_root(root: str | os.PathLike[str]) -> Path:
+    root_path = Path(root)
+    if not root_path.exists():
+        raise RootNotFoundError(f"path does not exist: {root}")
+    if not root_path.is_dir():
+        raise RootNotFoundError(f"not a directory: {root}")
+    return root_path.resolve()
+
+
+def list_files(
+    root: str | os.PathLike[str],
+    *,
+    use_ignore_files: bool = True,
+    follow_symlinks: bool = False,
+    max_file_bytes: int = MAX_FILE_BYTES,
+    exclude_dirs: Iterable[str | os.PathLike[str]] = (),
+) -> Listing:
+    """Walk ``root`` in sorted order and stat the files the name, extension and size rules keep; read none.
+
+    Raises:
+        RootNotFoundError: if ``root`` does not exist or is not a folder.
+    """
+    real_root = _checked_root(root)
+    listing = Listing(root=real_root)
+
+    def skipped(rel: str, reason: str, is_file: bool) -> None:
+        listing.files_seen += is_file
+        listing.skip(rel, reason)
+
+    def folder(rel: str, info: os.stat_result) -> None:
+        listing.walk_stats[rel] = _trusted(0, info.st_mtime_ns)
+
+    def ignore_file(rel: str, info: os.stat_result | None) -> None:
+        listing.walk_stats[rel] = (0, -1) if info is None else _trusted(info.st_size, info.st_mtime_ns)
+
+    for found in walk(real_root, use_ignore_files=use_ignore_files, follow_symlinks=follow_symlinks,
+                      exclude_dirs=exclude_dirs, on_skip=skipped, on_folder=folder, on_ignore_file=ignore_file):
+        listing.files_seen += 1
+        reason, info = file_reason(found.entry, found.rel, found.rules, max_file_bytes)
+        if reason is not None or info is None:
+            listing.skip(found.rel, reason or SkipReason.UNREADABLE)
+            continue
+        listing.files.append(Listed(found.rel, found.entry.path, info.st_size, info.st_mtime_ns))
+    return listing
+
+
 def scan(
     root: str | os.PathLike[str],
     *,
@@ -137,35 +213,15 @@ def scan(
     Raises:
         RootNotFoundError: if ``root`` does not exist or is not a folder.
     """
-    root_path = Path(root)
-    if not root_path.exists():
-        raise RootNotFoundError(f"path does not exist: {root}")
-    if not root_path.is_dir():
-        raise RootNotFoundError(f"not a directory: {root}")
-    real_root = root_path.resolve()
-    result = ScanResult(root=real_root)
-
-    def skipped(rel: str, reason: str, is_file: bool) -> None:
-        result.files_seen += is_file
-        result._skip(rel, reason)
-
-    def folder(rel: str, info: os.stat_result) -> None:
-        result.walk_stats[rel] = _trusted(0, info.st_mtime_ns)
-
-    def ignore_file(rel: str, info: os.stat_result | None) -> None:
-        result.walk_stats[rel] = (0, -1) if info is None else _trusted(info.st_size, info.st_mtime_ns)
-
-    for found in walk(real_root, use_ignore_files=use_ignore_files, follow_symlinks=follow_symlinks,
-                      exclude_dirs=exclude_dirs, on_skip=skipped, on_folder=folder, on_ignore_file=ignore_file):
-        result.files_seen += 1
-        rel = found.rel
-        reason, info = file_reason(found.entry, rel, found.rules, max_file_bytes)
-        if reason is not None or info is None:
-            result._skip(rel, reason or SkipReason.UNREADABLE)
-            continue
-        result.stats[rel] = (info.st_size, info.st_mtime_ns)
+    listing = list_files(root, use_ignore_files=use_ignore_files, follow_symlinks=follow_symlinks,
+                         max_file_bytes=max_file_bytes, exclude_dirs=exclude_dirs)
+    result = ScanResult(root=listing.root, files_seen=listing.files_seen, skipped=listing.skipped,
+                        skipped_paths=listing.skipped_paths, walk_stats=listing.walk_stats)
+    for listed in listing.files:
+        rel = listed.rel
+        result.stats[rel] = (listed.size, listed.mtime_ns)
         try:
-            with open(found.entry.path, "rb") as handle:
+            with open(listed.path, "rb") as handle:
                 data = handle.read(max_file_bytes + 1)
         except OSError:
             result._skip(rel, SkipReason.UNREADABLE)
@@ -179,7 +235,7 @@ def scan(
             continue
         text, encoding = decoded
         result.files.append(SourceFile(rel, len(data), text, hashlib.sha256(data).hexdigest(), encoding,
-                                       info.st_mtime_ns))
+                                       listed.mtime_ns))
     result.files.sort(key=lambda f: f.path)
     return result
 
@@ -189,4 +245,5 @@ def _trusted(size: int, mtime_ns: int) -> tuple[int, int]:
     return (size, -1 if time.time_ns() - mtime_ns < RACY_NS else mtime_ns)
 
 
-__all__ = ["IGNORE_FILES", "MAX_FILE_BYTES", "RACY_NS", "ScanResult", "SkipReason", "SourceFile", "decode_bytes", "scan"]
+__all__ = ["IGNORE_FILES", "MAX_FILE_BYTES", "RACY_NS", "Listed", "Listing", "ScanResult", "SkipReason", "SourceFile",
+           "decode_bytes", "list_files", "scan"]

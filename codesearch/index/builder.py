@@ -1,44 +1,63 @@
-"""Build an index, or bring one up to date: scan -> chunk -> embed -> keywords -> store.
+"""Build an index, or bring one up to date: list -> cut -> embed -> keywords -> store, streamed file by file.
 
-Indexing is incremental in both embedding tiers: every chunk is keyed by the
-sha256 of the exact text given to the model (:func:`chunk_key`), so a chunk
-whose text is unchanged keeps its stored vectors, and a file whose bytes are
-unchanged is not cut again. The transformer's vectors are checkpointed every
-:data:`CHECKPOINT_EVERY` chunks, so a run that dies loses at most one slice;
-the new state is committed atomically, so a crash leaves the previous index.
+Files stream through in path order: a file whose size and modification time
+are those the committed index recorded keeps its chunks, their keyword counts
+and their vectors without being read; the others are read and cut, on every
+core for a large tree (:mod:`codesearch.index.cutting`). Nothing holds a
+Python object per chunk for the whole corpus: chunk records go into columns
+(:class:`~codesearch.index.columns.ColumnsWriter`), keyword counts into flat
+arrays (:class:`~codesearch.keyword.BM25Builder`), static vectors into a
+matrix in batches. Every chunk is keyed by the sha256 of the exact text given
+to the model, so an unchanged chunk text keeps its vectors in both tiers. Both
+tiers' new vectors are checkpointed as they are made, so a run that dies
+loses at most one slice; the new state is committed atomically, so a crash
+leaves the previous index.
 """
 
 from __future__ import annotations
 
-import hashlib
 import threading
 import time
-from collections.abc import Sequence
+from array import array
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from codesearch.chunking import DEFINITIONS_VERSION, Chunk, ChunkParams, chunk_text, document_text, keyword_text, window_heads
+from codesearch.chunking import DEFINITIONS_VERSION, ChunkParams, document_text
+from codesearch.embedding.onnx import available_cores
 from codesearch.exceptions import EmptyRepositoryError, IndexCancelledError, ModelNotAvailableError
-from codesearch.files import SourceFile, scan
+from codesearch.files.scan import RACY_NS, Listed, list_files
+from codesearch.files.walk import MAX_FILE_BYTES
+from codesearch.index.columns import KIND_CODES, ChunkColumns, ColumnsWriter
+from codesearch.index.cutting import CutFile, FileTask, cut_in_order
 from codesearch.index.loaded import LoadedIndex
 from codesearch.index.manifest import ARRAYS, BM25_PREFIX, IndexManifest, TierFacts
 from codesearch.index.store import IndexSnapshot, IndexStore
 from codesearch.index.tiers import Tiers
-from codesearch.keyword import BM25
-from codesearch.scope import kind_of
+from codesearch.keyword import BM25Builder
+from codesearch.ranking.facts import SymbolTable
+from codesearch.scope import KINDS, kind_of
 from codesearch.types import FULL, KEYWORD, STATIC, Chunking, IndexReport, TextEmbedder, Tier
 
 CHECKPOINT_EVERY = 128
-"""Chunks embedded between two checkpoints of an index run (also how soon :meth:`IndexBuilder.cancel` acts)."""
+"""Chunks the transformer embeds between two checkpoints (also how soon :meth:`IndexBuilder.cancel` acts)."""
+STATIC_BATCH = 1024
+"""Chunks the static model embeds at a time (one call over every chunk of a large tree took gigabytes)."""
+STATIC_CHECKPOINT_EVERY = 8192
+"""Static vectors made between two checkpoints of a build."""
 UNREAD_BY_DEFAULT = frozenset({"test"})
 """Chunk kinds the transformer leaves to keywords and the static tier unless ``embed_tests``."""
+_NO_FILE = bytes(32)
+"""The hash recorded for a file skipped by its content (binary, unreadable): its stat is kept, it has no chunks."""
 
 
 def chunk_key(document: str) -> str:
-    """Identity of a chunk's model input: sha256 of its exact text."""
+    """Identity of a chunk's model input: hex sha256 of its exact text."""
+    import hashlib
+
     return hashlib.sha256(document.encode("utf-8", "surrogatepass")).hexdigest()
 
 
@@ -52,12 +71,17 @@ class BuildOptions:
         use_ignore_files: honour ``.gitignore`` and ``.codesearchignore``.
         embed_tests: whether the transformer reads test files; ``None`` keeps
             the stored index's choice (tests left out for a new index).
+        max_file_bytes: larger files are skipped.
+        workers: processes that cut files (default: the cores; a small tree is
+            cut in this process whatever this says).
     """
 
     chunking: Chunking
     chunk_params: ChunkParams
     use_ignore_files: bool = True
     embed_tests: bool | None = None
+    max_file_bytes: int = MAX_FILE_BYTES
+    workers: int | None = None
 
     def chunker_facts(self) -> dict[str, Any]:
         """How files are cut; a stored index cut otherwise has its files cut again."""
@@ -65,6 +89,132 @@ class BuildOptions:
         if self.chunking == "definitions":
             facts["version"] = DEFINITIONS_VERSION
         return facts
+
+
+class _Previous:
+    """What a build may take from the committed index without reading files: by path, by chunk key."""
+
+    def __init__(self, loaded: LoadedIndex | None, same_cutter: bool) -> None:
+        self.loaded = loaded
+        columns = loaded.columns if loaded is not None and same_cutter else None
+        self.columns = columns
+        self._by_path = {path: number for number, path in enumerate(columns.paths.tolist())} if columns else {}
+        self._doc_terms: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._remap: np.ndarray | None = None
+        # Files the committed index read within the racy window before its scan may have changed since in
+        # the same timestamp tick: they are read again.
+        self._trusted_before = (loaded.manifest.scanned_ns - RACY_NS) if loaded is not None else 0
+
+    def number(self, path: str) -> int | None:
+        """The committed file number of ``path`` (``None`` when it was not indexed, or was cut otherwise)."""
+        return self._by_path.get(path) if self.columns is not None else None
+
+    def unchanged(self, listed: Listed) -> int | None:
+        """The committed file number of a file whose recorded stat still holds, else ``None``."""
+        number = self.number(listed.rel)
+        if number is None:
+            return None
+        c = self.columns
+        assert c is not None
+        if int(c.file_size[number]) != listed.size or int(c.file_mtime[number]) != listed.mtime_ns:
+            return None
+        return number if listed.mtime_ns < self._trusted_before else None
+
+    def sha256(self, path: str) -> bytes | None:
+        """The hash the committed index recorded for ``path``."""
+        number = self.number(path)
+        return None if number is None or self.columns is None else bytes(self.columns.file_sha256[number])
+
+    def doc_terms(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if self._doc_terms is None:
+            assert self.loaded is not None
+            self._doc_terms = self.loaded.bm25.doc_terms()
+        return self._doc_terms
+
+    def remap(self) -> np.ndarray:
+        if self._remap is None:
+            assert self.loaded is not None
+            self._remap = np.full(len(self.loaded.bm25.vocabulary_), -1, dtype=np.int64)
+        return self._remap
+
+
+class _Vectors:
+    """One embedding tier's vectors for the new chunks, by key from the committed index or a checkpoint, or new."""
+
+    def __init__(self, tier: Tier, embedder: TextEmbedder, previous: LoadedIndex | None, store: IndexStore,
+                 shares_windows: bool) -> None:
+        self.tier, self.embedder, self.store = tier, embedder, store
+        self.old: np.ndarray | None = None
+        self.old_rows: dict[bytes, int] = {}
+        stored = previous.manifest.of(tier) if previous is not None else None
+        if previous is not None and tier in previous.vectors and stored is not None \
+                and stored.fingerprint == embedder.fingerprint:
+            self.old = previous.vectors[tier]
+            unread = {KIND_CODES[k] for k in stored.unread_kinds or ()}
+            copies = set(previous.columns.window_heads()) if shares_windows else set()  # their rows hold another chunk's vector
+            kinds, keys = previous.columns.kind, previous.columns.key
+            self.old_rows = {bytes(keys[i]): i for i in range(len(previous)) if int(kinds[i]) not in unread
+                             and i not in copies}
+        self.saved: dict[str, np.ndarray] = store.load_checkpoint(embedder.fingerprint)
+
+    def found(self, key: bytes) -> tuple[int | None, np.ndarray | None]:
+        """``(old row, None)`` or ``(None, checkpointed vector)`` for a key, or ``(None, None)``."""
+        row = self.old_rows.get(key)
+        if row is not None:
+            return row, None
+        return None, self.saved.get(key.hex())
+
+
+class _StaticStream:
+    """The static tier's vectors, made while the chunks stream: kept rows noted, new ones embedded in batches."""
+
+    def __init__(self, vectors: _Vectors, builder: IndexBuilder, progress: bool) -> None:
+        self.vectors = vectors
+        self._builder = builder
+        self._kept_rows, self._kept_from = array("q"), array("q")
+        self._made: list[tuple[np.ndarray, np.ndarray]] = []  # (rows, vectors), in batches
+        self._pending: list[tuple[int, str]] = []
+        self._unsaved: list[tuple[list[str], np.ndarray]] = []
+        self.embedded = 0
+
+    def add(self, row: int, key: bytes, path: str, text: str) -> None:
+        old, saved = self.vectors.found(key)
+        if old is not None:
+            self._kept_rows.append(row)
+            self._kept_from.append(old)
+        elif saved is not None:
+            self._made.append((np.array([row]), saved[None, :]))
+        else:
+            self._pending.append((row, document_text(path, text)))
+            if len(self._pending) >= STATIC_BATCH:
+                self._flush()
+
+    def _flush(self) -> None:
+        if not self._pending:
+            return
+        made = self.vectors.embedder.embed_documents([document for _, document in self._pending])
+        self._made.append((np.array([row for row, _ in self._pending], dtype=np.int64), made))
+        self._unsaved.append(([chunk_key_bytes(document).hex() for _, document in self._pending], made))
+        self.embedded += len(self._pending)
+        self._pending = []
+        if sum(len(keys) for keys, _ in self._unsaved) >= STATIC_CHECKPOINT_EVERY:
+            self._builder.store.save_checkpoint(self.vectors.embedder.fingerprint,
+                                                [k for keys, _ in self._unsaved for k in keys],
+                                                np.concatenate([v for _, v in self._unsaved]))
+            self._unsaved = []
+
+    def finish(self, n: int) -> np.ndarray:
+        """The ``(n, dim)`` matrix, every row filled."""
+        self._flush()
+        out = np.zeros((n, self.vectors.embedder.dim), dtype=np.float32)
+        if self._kept_rows:
+            assert self.vectors.old is not None
+            rows = np.frombuffer(self._kept_rows, dtype=np.int64)
+            out[rows] = self.vectors.old[np.frombuffer(self._kept_from, dtype=np.int64)]
+        while self._made:
+            rows, made = self._made.pop()
+            out[rows] = made
+        return out
 
 
 class IndexBuilder:
@@ -96,9 +246,9 @@ class IndexBuilder:
             tier: ``full`` (transformer vectors, plus the static tier when
                 there is one), ``static`` (keywords and static vectors) or
                 ``keyword``.
-            previous: the committed index, whose unchanged files and chunk
-                texts are kept; ``None`` builds from nothing.
-            progress: show a progress bar while embedding.
+            previous: the committed index, whose unchanged files, chunk texts
+                and vectors are kept; ``None`` builds from nothing.
+            progress: show progress bars.
             first_answer: building for a search's first answer: the static
                 tier where its model can be had, else the transformer's.
 
@@ -111,36 +261,80 @@ class IndexBuilder:
             IndexCancelledError: :meth:`cancel` was called; nothing is committed.
         """
         self._cancel.clear()
-        started = time.perf_counter()
-        result = scan(self.root, use_ignore_files=self.options.use_ignore_files, exclude_dirs=[self.store.directory])
-        chunks, changed = self._chunks(result.files, previous)
-        if not chunks:
+        started, scanned_ns = time.perf_counter(), time.time_ns()
+        listing = list_files(self.root, use_ignore_files=self.options.use_ignore_files,
+                             max_file_bytes=self.options.max_file_bytes, exclude_dirs=[self.store.directory])
+        listed = sorted(listing.files, key=lambda f: f.rel)
+        old = _Previous(previous, previous is not None and previous.manifest.chunker == self.options.chunker_facts())
+        static: _StaticStream | None = None
+        static_checked = False
+        writer, keywords = ColumnsWriter(), BM25Builder()
+        text_files = cut = 0
+
+        def add_static(row: int, key: bytes, path: str, text: str) -> None:
+            # The static model loads at the first chunk: an empty folder fails in milliseconds.
+            nonlocal static, static_checked
+            if not static_checked:
+                static_checked = True
+                if tier != KEYWORD and self.tiers.static_loads(self.root):
+                    static = _StaticStream(_Vectors(STATIC, self.tiers.static_embedder, previous, self.store, False),
+                                           self, progress)
+            if static is not None:
+                static.add(row, key, path, text)
+
+        for listed_file, kept, cut_file in self._stream(listed, old, progress):
+            # Read again (its stat changed, or was too recent to trust) with the same bytes: kept as unchanged.
+            same = cut_file is not None and cut_file.same
+            number = old.number(listed_file.rel) if same else kept
+            result = None if same else cut_file
+            if number is not None:  # unchanged: its chunks, counts and vectors come from the committed index
+                assert old.columns is not None and previous is not None
+                c = old.columns
+                skipped = bytes(c.file_sha256[number]) == _NO_FILE and not len(c.rows_of_file(number))
+                file = writer.add_file(listed_file.rel, bytes(c.file_sha256[number]), int(c.file_size[number]),
+                                       listed_file.mtime_ns)
+                text_files += not skipped
+                offsets, terms, counts = old.doc_terms()
+                for i in c.rows_of_file(number):
+                    row = writer.add_chunk(file, int(c.start[i]), int(c.end[i]), KINDS[int(c.kind[i])], bytes(c.key[i]),
+                                           c.symbols_of(i), c.text(i))
+                    keywords.add_document(terms[offsets[i]:offsets[i + 1]], counts[offsets[i]:offsets[i + 1]],
+                                          previous.bm25.vocabulary_, old.remap())
+                    add_static(row, bytes(c.key[i]), listed_file.rel, c.text(i))
+                continue
+            assert result is not None
+            cut += 1  # read and cut again
+            file = writer.add_file(listed_file.rel, result.sha256 if result.skipped is None else _NO_FILE, result.size,
+                                   listed_file.mtime_ns)
+            text_files += result.skipped is None
+            kind = kind_of(listed_file.rel)
+            for chunk in result.chunks:
+                row = writer.add_chunk(file, chunk.start, chunk.end, kind, chunk.key, chunk.symbols, chunk.text)
+                keywords.add_counts(chunk.terms, chunk.counts)
+                add_static(row, chunk.key, listed_file.rel, chunk.text)
+            if self._cancel.is_set():
+                raise IndexCancelledError(f"indexing {self.root} was cancelled; nothing was committed")
+        columns = writer.finish()
+        if not len(columns):
             raise EmptyRepositoryError(
-                f"nothing to index under {self.root}: {result.files_seen} files seen, "
-                f"{len(result.files)} readable text files, 0 chunks (see `codesearch stats`)"
+                f"nothing to index under {self.root}: {listing.files_seen} files seen, "
+                f"{text_files} readable text files, 0 chunks (see `codesearch stats`)"
             )
-        # Models load only once there is something to embed: an empty folder fails in milliseconds.
-        has_static = tier != KEYWORD and self.tiers.static_loads(self.root)
-        if tier == STATIC and not has_static:
+        if tier == STATIC and static is None:
             if not first_answer:
                 raise ModelNotAvailableError(f"there is no static tier for {self.root} here; index the full tier instead")
             tier = FULL
-        documents = [document_text(c.path, c.text) for c in chunks]
-        keys = [chunk_key(d) for d in documents]
-        kinds = [kind_of(c.path) for c in chunks]
-        unread_kinds = self._unread_kinds(previous)
-        read = [i for i, kind in enumerate(kinds) if kind not in unread_kinds]
-        # A long definition's later windows share its first window's vector: the transformer reads each once.
-        heads = {row: head for row, head in window_heads(chunks).items() if kinds[row] not in unread_kinds}
         vectors: dict[Tier, np.ndarray] = {}
         static_facts = full_facts = None
         embedded = static_embedded = 0
-
-        if has_static:
-            static = self.tiers.static_embedder
-            vectors[STATIC], static_embedded = self._vectors(static, STATIC, documents, keys, range(len(keys)),
-                                                             previous, progress=False)
-            static_facts = TierFacts(static.spec.name, static.fingerprint, static.dim)
+        if static is not None:
+            vectors[STATIC], static_embedded = static.finish(len(columns)), static.embedded
+            embedder_ = static.vectors.embedder
+            static_facts = TierFacts(embedder_.spec.name, embedder_.fingerprint, embedder_.dim)
+        unread_kinds = self._unread_kinds(previous)
+        unread_codes = {KIND_CODES[k] for k in unread_kinds}
+        read = np.flatnonzero(~np.isin(columns.kind, list(unread_codes))) if unread_codes else np.arange(len(columns))
+        heads = {row: head for row, head in columns.window_heads().items() if int(columns.kind[row]) not in unread_codes}
         keeps_full = tier == STATIC and previous is not None and FULL in previous.vectors
         if tier == FULL or keeps_full:
             # A static refresh of a full index keeps the transformer tier in step: its new chunks are embedded too.
@@ -148,76 +342,87 @@ class IndexBuilder:
             if keeps_full:
                 assert previous is not None
                 self.tiers.check(previous.manifest, FULL, embedder)
-            vectors[FULL], embedded = self._vectors(embedder, FULL, documents, keys, read, previous, progress=progress,
-                                                    heads=heads)
+            full = _Vectors(FULL, embedder, previous, self.store, True)
+            vectors[FULL], embedded = self._full_vectors(full, columns, read, heads, progress)
             full_facts = TierFacts(embedder.spec.name, embedder.fingerprint, embedder.dim, unread_kinds)
             tier = FULL
-
-        bm25 = BM25().fit([keyword_text(c.path, c.text) for c in chunks])
+        bm25 = keywords.fit()
+        symbols = SymbolTable.build(_chunk_symbols(columns))
         manifest = IndexManifest(
-            root=str(self.root),
-            tier=tier,
-            full=full_facts,
-            static=static_facts,
-            chunker=self.options.chunker_facts(),
-            files={f.path: f.sha256 for f in result.files},
-            stats=dict(result.stats),
-            walk_stats=dict(result.walk_stats),
-            use_ignore_files=self.options.use_ignore_files,
-            n_files=len(result.files),
-            n_chunks=len(chunks),
+            root=str(self.root), tier=tier, full=full_facts, static=static_facts,
+            chunker=self.options.chunker_facts(), walk_stats=dict(listing.walk_stats),
+            use_ignore_files=self.options.use_ignore_files, n_files=text_files, n_chunks=len(columns),
+            scanned_ns=scanned_ns,
         )
-        records = [
-            {"path": c.path, "start_line": c.start_line, "end_line": c.end_line, "kind": kind,
-             "key": key, "symbols": list(c.symbols), "text": c.text}
-            for c, key, kind in zip(chunks, keys, kinds)
-        ]
         arrays = {ARRAYS[t]: v for t, v in vectors.items()}
+        arrays.update(columns.to_arrays())
+        arrays.update(symbols.to_arrays())
         arrays.update({BM25_PREFIX + name: array for name, array in bm25.to_arrays().items()})
-        self.store.save(IndexSnapshot(manifest.to_json(), records, arrays))
+        self.store.save(IndexSnapshot(manifest.to_json(), [], arrays))
         self.store.clear_checkpoint()
-        loaded = LoadedIndex(manifest, records, vectors, bm25, self.store.current_token())
-        old_keys = {record["key"] for record in previous.records} if previous is not None else set()
+        loaded = LoadedIndex(manifest, columns, vectors, bm25, symbols, self.store.current_token())
+        old_keys = {bytes(k) for k in previous.columns.key} if previous is not None else set()
+        new_keys = {bytes(k) for k in columns.key}
         report = IndexReport(
-            files=len(result.files),
-            chunks=len(chunks),
+            files=text_files,
+            chunks=len(columns),
             embedded=embedded,
-            reused=(len(read) - len(heads) - embedded) if tier == FULL else len(chunks) - static_embedded,
-            removed=len(old_keys - set(keys)),
+            reused=(len(read) - len(heads) - embedded) if tier == FULL else len(columns) - static_embedded,
+            removed=len(old_keys - new_keys),
             seconds=round(time.perf_counter() - started, 3),
             tier=tier,
             static_embedded=static_embedded,
-            changed_files=changed,
-            unread=len(chunks) - len(read) if tier == FULL else 0,
+            changed_files=cut,
+            unread=len(columns) - len(read) if tier == FULL else 0,
             shared=len(heads) if tier == FULL else 0,
         )
         return loaded, report
 
-    def _chunks(self, files: Sequence[SourceFile], previous: LoadedIndex | None) -> tuple[list[Chunk], int]:
-        """Every file's chunks: a file whose bytes are unchanged keeps its stored chunks, the rest are cut again."""
-        kept: dict[str, list[Chunk]] = {}
-        if previous is not None and previous.manifest.chunker == self.options.chunker_facts():
-            old_files = previous.manifest.files
-            new_files = {f.path: f.sha256 for f in files}
-            for record in previous.records:
-                path = record["path"]
-                if old_files.get(path) == new_files.get(path):
-                    kept.setdefault(path, []).append(
-                        Chunk(path, record["start_line"], record["end_line"], record["text"],
-                              tuple(record.get("symbols", ()))))
-        if self.options.chunking == "lines":
-            cut = chunk_text
-        else:
-            from codesearch.definitions import chunk_definitions as cut
-        chunks: list[Chunk] = []
-        changed = 0
-        for source in files:
-            if source.path in kept:
-                chunks.extend(kept[source.path])
+    def _stream(self, listed: Sequence[Listed], old: _Previous,
+                progress: bool) -> Iterator[tuple[Listed, int | None, CutFile | None]]:
+        """Each file in path order, with its committed file number when unchanged, else the result of cutting it."""
+        from tqdm.auto import tqdm
+
+        keep = [old.unchanged(f) for f in listed]
+        tasks = [FileTask(f.rel, f.path, f.size, f.mtime_ns, old.sha256(f.rel)) for f, number in zip(listed, keep)
+                 if number is None]
+        results = cut_in_order(tasks, self.options.chunking, self.options.chunk_params, self.options.max_file_bytes,
+                               self.options.workers or available_cores())
+        with tqdm(total=len(listed), desc="indexing", unit="file", disable=not progress or len(tasks) < 64) as bar:
+            for f, number in zip(listed, keep):
+                yield f, number, None if number is not None else next(results)
+                bar.update(1)
+
+    def _full_vectors(self, full: _Vectors, columns: ChunkColumns, read: np.ndarray, heads: dict[int, int],
+                      progress: bool) -> tuple[np.ndarray, int]:
+        """The transformer's matrix: ``read`` rows kept by key or embedded in checkpointed slices; window heads copied."""
+        from tqdm.auto import tqdm
+
+        out = np.zeros((len(columns), full.embedder.dim), dtype=np.float32)
+        missing: list[int] = []
+        for row in read.tolist():
+            if row in heads:
+                continue
+            old, saved = full.found(bytes(columns.key[row]))
+            if old is not None:
+                assert full.old is not None
+                out[row] = full.old[old]
+            elif saved is not None:
+                out[row] = saved
             else:
-                changed += 1
-                chunks.extend(cut(source.path, source.text, self.options.chunk_params))
-        return chunks, changed
+                missing.append(row)
+        with tqdm(total=len(missing), desc="embedding", unit="chunk", disable=not progress or not missing) as bar:
+            for start in range(0, len(missing), CHECKPOINT_EVERY):
+                if self._cancel.is_set():
+                    raise IndexCancelledError(f"indexing {self.root} was cancelled; {start} chunks kept for next time")
+                part = missing[start:start + CHECKPOINT_EVERY]
+                made = full.embedder.embed_documents([document_text(columns.path(i), columns.text(i)) for i in part])
+                self.store.save_checkpoint(full.embedder.fingerprint, [columns.key_hex(i) for i in part], made)
+                out[part] = made
+                bar.update(len(part))
+        for row, head in heads.items():
+            out[row] = out[head]
+        return out, len(missing)
 
     def _unread_kinds(self, previous: LoadedIndex | None) -> frozenset[str]:
         """The chunk kinds the transformer leaves to keywords and the static tier: as asked, else as stored."""
@@ -226,64 +431,20 @@ class IndexBuilder:
         stored = previous.manifest.unread_kinds if previous is not None else None
         return UNREAD_BY_DEFAULT if stored is None else stored
 
-    def _vectors(
-        self, embedder: TextEmbedder, tier: Tier, documents: Sequence[str], keys: Sequence[str], rows: Sequence[int] | range,
-        previous: LoadedIndex | None, *, progress: bool, heads: dict[int, int] | None = None,
-    ) -> tuple[np.ndarray, int]:
-        """One tier's vectors: ``rows`` get stored ones reused by key or new ones, the rest zeros; and how many were new.
 
-        ``heads`` (the transformer tier's, ``{row: row it copies}``, rows among ``rows``): later windows of a long
-        definition, which get their first window's vector instead of one of their own. Such rows of the stored
-        index hold another chunk's vector, so they are never reused by their own key. Only the transformer's
-        vectors are checkpointed (the static tier embeds thousands of chunks a second).
-        """
-        shares_windows = heads is not None
-        heads = heads or {}
-        found: dict[str, np.ndarray] = self.store.load_checkpoint(embedder.fingerprint) if tier == FULL else {}
-        stored = previous.manifest.of(tier) if previous is not None else None
-        if previous is not None and tier in previous.vectors and stored is not None \
-                and stored.fingerprint == embedder.fingerprint:
-            old = previous.vectors[tier]
-            unread = stored.unread_kinds or frozenset()
-            copies = _stored_heads(previous) if shares_windows else {}
-            found.update((record["key"], old[i]) for i, record in enumerate(previous.records)
-                         if record.get("kind") not in unread and i not in copies)
-        rows = [i for i in rows if i not in heads]
-        missing = [i for i in rows if keys[i] not in found]
-        fresh = self._embed(embedder, documents, keys, missing, checkpoint=tier == FULL, progress=progress)
-        out = np.zeros((len(keys), embedder.dim), dtype=np.float32)
-        for i in rows:
-            out[i] = fresh[i] if i in fresh else found[keys[i]]
-        for row, head in heads.items():
-            out[row] = out[head]
-        return out, len(missing)
+def chunk_key_bytes(document: str) -> bytes:
+    """:func:`chunk_key` as raw bytes."""
+    import hashlib
 
-    def _embed(self, embedder: TextEmbedder, documents: Sequence[str], keys: Sequence[str], missing: Sequence[int],
-               *, checkpoint: bool, progress: bool) -> dict[int, np.ndarray]:
-        """Embed ``documents[missing]``; with ``checkpoint``, in checkpointed slices, so a crash loses at most one."""
-        from tqdm.auto import tqdm
-
-        rows: dict[int, np.ndarray] = {}
-        if not checkpoint:
-            if missing:
-                rows.update(zip(missing, embedder.embed_documents([documents[i] for i in missing])))
-            return rows
-        with tqdm(total=len(missing), desc="embedding", unit="chunk", disable=not progress or not missing) as bar:
-            for start in range(0, len(missing), CHECKPOINT_EVERY):
-                if self._cancel.is_set():
-                    raise IndexCancelledError(f"indexing {self.root} was cancelled; {start} chunks kept for next time")
-                part = missing[start:start + CHECKPOINT_EVERY]
-                vectors = embedder.embed_documents([documents[i] for i in part])
-                self.store.save_checkpoint(embedder.fingerprint, [keys[i] for i in part], vectors)
-                rows.update(zip(part, vectors))
-                bar.update(len(part))
-        return rows
+    return hashlib.sha256(document.encode("utf-8", "surrogatepass")).digest()
 
 
-def _stored_heads(previous: LoadedIndex) -> dict[int, int]:
-    """:func:`~codesearch.chunking.window_heads` of a stored index's chunk records."""
-    return window_heads([Chunk(r["path"], r["start_line"], r["end_line"], "", tuple(r.get("symbols", ())))
-                         for r in previous.records])
+def _chunk_symbols(columns: ChunkColumns) -> Iterator[tuple[int, list[str]]]:
+    symbols = columns.symbols.tolist()
+    bounds = columns.symbol_start.tolist()
+    for i in range(len(columns)):
+        if bounds[i] != bounds[i + 1]:
+            yield i, symbols[bounds[i]:bounds[i + 1]]
 
 
-__all__ = ["CHECKPOINT_EVERY", "UNREAD_BY_DEFAULT", "BuildOptions", "IndexBuilder", "chunk_key"]
+__all__ = ["CHECKPOINT_EVERY", "STATIC_BATCH", "UNREAD_BY_DEFAULT", "BuildOptions", "IndexBuilder", "chunk_key"]

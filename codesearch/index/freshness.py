@@ -18,7 +18,6 @@ from pathlib import Path
 from codesearch.exceptions import CodeSearchError, IndexCancelledError, IndexLockedError
 from codesearch.files import Changes, changed_files
 from codesearch.index.loaded import LoadedIndex
-from codesearch.index.manifest import IndexManifest
 from codesearch.index.store import IndexStore
 
 log = logging.getLogger("codesearch")
@@ -39,23 +38,23 @@ class Freshness:
         self.use_ignore_files = use_ignore_files
         self._upgrade: threading.Thread | None = None
         self._guard = threading.Lock()
+        self._known: tuple[LoadedIndex, dict[str, tuple[int, int]]] | None = None
 
-    def changes(self, manifest: IndexManifest) -> Changes:
-        """Files added, modified and removed on disk since ``manifest``'s scan (a stat pass; nothing is read)."""
-        return changed_files(self.root, manifest.stats or {}, use_ignore_files=self.use_ignore_files,
-                             exclude_dirs=[self.store.directory], walk_stats=manifest.walk_stats)
+    def changes(self, loaded: LoadedIndex) -> Changes:
+        """Files added, modified and removed on disk since ``loaded`` was built (a stat pass; nothing is read)."""
+        if self._known is None or self._known[0] is not loaded:
+            self._known = (loaded, loaded.known_stats())
+        return changed_files(self.root, self._known[1], use_ignore_files=self.use_ignore_files,
+                             exclude_dirs=[self.store.directory], walk_stats=loaded.manifest.walk_stats)
 
     def refresh(self, loaded: LoadedIndex, rebuild: Callable[[], LoadedIndex]) -> tuple[LoadedIndex, int]:
         """Re-index the changed files, if any: ``(the index now, how many files changed)``.
 
         ``rebuild`` runs under the store's write lock, taken without waiting:
         when another writer holds it, the committed index answers as it is
-        (0 files refreshed). An index older than the stat pass is left for
-        ``codesearch index`` to bring up to date.
+        (0 files refreshed).
         """
-        if loaded.manifest.stats is None:
-            return loaded, 0
-        found = self.changes(loaded.manifest)
+        found = self.changes(loaded)
         if not found:
             return loaded, 0
         try:
@@ -93,7 +92,7 @@ class Freshness:
         except CodeSearchError as exc:  # another writer, a model that cannot load: keep the static tier
             log.warning("codesearch: the transformer tier of %s was not built: %s", self.root, exc)
 
-    def pause_upgrade_for_changes(self, manifest: IndexManifest, cancel: Callable[[], None]) -> bool | None:
+    def pause_upgrade_for_changes(self, loaded: LoadedIndex, cancel: Callable[[], None]) -> bool | None:
         """Before a search while an upgrade runs: stat the files, and if some changed, stop the build at its
         next checkpoint so the search can refresh (and see the edit) first.
 
@@ -104,7 +103,7 @@ class Freshness:
         running = self._upgrade
         if running is None or not running.is_alive():
             return None
-        if not self.changes(manifest):
+        if not self.changes(loaded):
             return False
         cancel()
         running.join()

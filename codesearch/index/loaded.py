@@ -6,17 +6,19 @@ build just made) and answers a query through the ranking pipeline (:meth:`Loaded
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
 import numpy as np
 
 from codesearch.exceptions import IndexCorruptError, ModelNotAvailableError
+from codesearch.index.columns import KIND_CODES, ChunkColumns
 from codesearch.index.manifest import ARRAYS, BM25_PREFIX, IndexManifest
-from codesearch.index.store import IndexSnapshot
+from codesearch.index.store import IndexSnapshot, Verification
 from codesearch.keyword import BM25
 from codesearch.ranking import IndexFacts, Ranking, rank_scores
+from codesearch.ranking.facts import SymbolTable
+from codesearch.scope import KINDS, Scope
 from codesearch.types import FULL, STATIC, Hit, Mode, Tier
 
 LIST_OF: dict[Tier, str] = {FULL: "dense", STATIC: "static"}
@@ -40,73 +42,102 @@ def one_blas_thread() -> Any:
     return _blas_controller().limit(limits=1, user_api="blas")
 
 
-@dataclass(slots=True)
 class LoadedIndex:
-    """An index in memory, ready to answer queries.
+    """An index in memory (its arrays memory-mapped when opened from the store), ready to answer queries.
 
-    Attributes:
+    Args:
         manifest: the typed manifest.
-        records: one JSON record per chunk (path, lines, kind, key, symbols, text).
+        columns: the chunk records as columns.
         vectors: each embedding tier's vectors, one row per chunk.
         bm25: the fitted keyword index.
+        symbols: the symbol table.
         token: the store's ``CURRENT`` when this was committed or loaded.
-        paths: each chunk's path.
-        kinds: each chunk's kind.
+        verification: the background check of a memory-mapped generation's sha256.
+
+    Attributes:
         facts: what the ranking stages read.
         read: per chunk, whether the transformer read it; ``None`` when it read
             every chunk (or there is no transformer tier).
     """
 
-    manifest: IndexManifest
-    records: list[dict[str, Any]]
-    vectors: dict[Tier, np.ndarray]
-    bm25: BM25
-    token: bytes | None = None
-    paths: list[str] = field(init=False)
-    kinds: list[str] = field(init=False)
-    facts: IndexFacts = field(init=False)
-    read: np.ndarray | None = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.paths = [c["path"] for c in self.records]
-        self.kinds = [c["kind"] for c in self.records]
-        self.facts = IndexFacts(self.records)
-        unread = self.manifest.unread_kinds or frozenset()
-        read = np.array([kind not in unread for kind in self.kinds], dtype=bool)
-        self.read = None if FULL not in self.vectors or read.all() else read
+    def __init__(self, manifest: IndexManifest, columns: ChunkColumns, vectors: dict[Tier, np.ndarray], bm25: BM25,
+                 symbols: SymbolTable, token: bytes | None = None, verification: Verification | None = None) -> None:
+        self.manifest = manifest
+        self.columns = columns
+        self.vectors = vectors
+        self.bm25 = bm25
+        self.token = token
+        self.verification = verification
+        self.facts = IndexFacts.from_columns(columns.paths.tolist(), np.asarray(columns.file_of), symbols)
+        unread = {KIND_CODES[k] for k in manifest.unread_kinds or ()}
+        read = ~np.isin(columns.kind, list(unread)) if unread else None
+        self.read = None if FULL not in vectors or read is None or read.all() else read
 
     @classmethod
     def from_snapshot(cls, snapshot: IndexSnapshot, token: bytes | None) -> LoadedIndex:
-        """The index a store generation holds.
+        """The index a store generation holds (arrays memory-mapped or read; nothing copied).
 
         Raises:
-            IndexCorruptError: the arrays do not fit the chunk records.
+            IndexCorruptError: the arrays do not fit together, or come from an older codesearch.
         """
-        bm25 = BM25.from_arrays({name[len(BM25_PREFIX):]: a for name, a in snapshot.arrays.items()
-                                 if name.startswith(BM25_PREFIX)})
+        arrays = snapshot.arrays
+        bm25 = BM25.from_arrays({name[len(BM25_PREFIX):]: a for name, a in arrays.items() if name.startswith(BM25_PREFIX)})
+        columns = ChunkColumns.from_arrays(arrays)
+        try:
+            symbols = SymbolTable.from_arrays(arrays)
+        except KeyError:
+            raise IndexCorruptError("the index has no symbol table (an index from an older codesearch); "
+                                    "re-run `codesearch index`") from None
         vectors = {}
         for tier, name in ARRAYS.items():
-            array = snapshot.arrays.get(name)
+            array = arrays.get(name)
             if array is None:
                 continue
-            if len(array) != len(snapshot.chunks):
+            if len(array) != len(columns):
                 raise IndexCorruptError(f"the stored {name} do not match the stored chunks; re-run `codesearch index`")
-            if array.ndim == 2 and array.shape[1] > 0:  # a keyword-only build before tiers existed wrote (n, 0)
-                vectors[tier] = array
-        return cls(IndexManifest.from_json(snapshot.manifest), snapshot.chunks, vectors, bm25, token)
+            vectors[tier] = array
+        return cls(IndexManifest.from_json(snapshot.manifest), columns, vectors, bm25, symbols, token,
+                   snapshot.verification)
 
     def __len__(self) -> int:
-        return len(self.records)
+        return len(self.columns)
+
+    def check(self) -> None:
+        """Raise when the background check found a damaged file (see :class:`~codesearch.index.store.Verification`)."""
+        if self.verification is not None:
+            self.verification.check()
 
     def hit(self, i: int, score: float) -> Hit:
-        """Chunk ``i`` as a search hit."""
-        c = self.records[i]
-        return Hit(c["path"], c["start_line"], c["end_line"], float(score), c["kind"], c["text"],
-                   tuple(c.get("symbols", ())))
+        """Chunk ``i`` as a search hit (its text read now)."""
+        c = self.columns
+        return Hit(c.path(i), int(c.start[i]), int(c.end[i]), float(score), c.kind_name(i), c.text(i), c.symbols_of(i))
+
+    def locations(self) -> list[tuple[str, int, int]]:
+        """Every chunk's ``(path, start_line, end_line)``, in chunk order."""
+        paths = self.columns.paths.tolist()
+        c = self.columns
+        return [(paths[f], s, e) for f, s, e in zip(c.file_of.tolist(), c.start.tolist(), c.end.tolist())]
+
+    def known_stats(self) -> dict[str, tuple[int, int]]:
+        """Every file the index read (indexed or skipped for its content) -> ``(size, mtime_ns)``: what the stat
+        pass compares."""
+        c = self.columns
+        return dict(zip(c.paths.tolist(), zip(c.file_size.tolist(), c.file_mtime.tolist())))
+
+    def scope_mask(self, where: Scope) -> np.ndarray | None:
+        """The chunks ``where`` keeps (decided once per file), or ``None`` when it keeps every chunk."""
+        if where.is_unrestricted:
+            return None
+        c = self.columns
+        file_kind = np.zeros(c.n_files, dtype=np.uint8)
+        file_kind[c.file_of] = c.kind
+        per_file = where.mask(c.paths.tolist(), [KINDS[int(k)] for k in file_kind.tolist()])
+        return per_file[c.file_of]
 
     def chunks_of(self, path: str) -> list[int]:
         """The chunks of the file ``path``, in file order (empty when it is not indexed)."""
-        return [i for i, p in enumerate(self.paths) if p == path]
+        number = self.columns.paths.find(path)
+        return list(self.columns.rows_of_file(number)) if number is not None else []
 
     def related(self, path: str, line: int, k: int) -> list[tuple[int, float]]:
         """The ``k`` chunks most similar to the chunk of ``path`` at ``line`` (that chunk left out), best first.
@@ -119,8 +150,8 @@ class LoadedIndex:
             ModelNotAvailableError: the chunk has no vector (a keyword-only index,
                 or a test file the transformer did not read and no static tier).
         """
-        covering = [i for i in self.chunks_of(path)
-                    if self.records[i]["start_line"] <= line <= self.records[i]["end_line"]]
+        c = self.columns
+        covering = [i for i in self.chunks_of(path) if int(c.start[i]) <= line <= int(c.end[i])]
         if not covering:
             raise ValueError(f"no indexed chunk of {path} covers line {line}")
         seed = covering[0]
@@ -129,7 +160,7 @@ class LoadedIndex:
         if vectors is None:
             if FULL in self.vectors:
                 raise ModelNotAvailableError(
-                    f"the transformer did not read {path} (a {self.kinds[seed]} file) and the index has no "
+                    f"the transformer did not read {path} (a {c.kind_name(seed)} file) and the index has no "
                     "static tier; re-index with `codesearch index --embed-tests`")
             raise ModelNotAvailableError("this index is keyword-only; related code needs vectors")
         with one_blas_thread():
@@ -167,6 +198,7 @@ class LoadedIndex:
         lists: dict[str, np.ndarray] = {}
         covered: dict[str, np.ndarray] = {}
         vectors = None
+        self.check()
         with one_blas_thread():
             if mode != "dense":
                 lists["bm25"] = self.bm25.score(query)

@@ -2,13 +2,15 @@
 
 The JSON keys are those the store has always written::
 
-    {"root", "tier", "model", "static", "chunker", "files", "stats", "walk_stats",
-     "use_ignore_files", "counts", "updated"}
+    {"root", "tier", "model", "static", "chunker", "walk_stats", "use_ignore_files",
+     "counts", "scanned_ns", "updated"}
 
 ``model`` holds the transformer tier's facts and ``static`` the static tier's
 (:class:`TierFacts`); the transformer's vectors are the array ``vectors`` and
 the static tier's ``static_vectors`` (:data:`ARRAYS`). Everywhere else the
-tiers go by one name each (:data:`codesearch.types.TIERS`).
+tiers go by one name each (:data:`codesearch.types.TIERS`). Each file's hash
+and stat, which the manifest held until format 2, are columns of the index
+(:class:`~codesearch.index.columns.ChunkColumns`).
 """
 
 from __future__ import annotations
@@ -73,14 +75,13 @@ class IndexManifest:
         static: the static tier's model, or ``None``.
         chunker: how files were cut (kind, sizes, definitions version); an
             index cut otherwise has its files cut again.
-        files: path -> sha256 of the file's bytes.
-        stats: path -> ``(size, mtime_ns)`` of every file read, for the stat
-            pass; ``None`` for indexes older than it.
         walk_stats: folder or ignore file -> ``(size, mtime_ns)`` the walk
             depended on (:attr:`codesearch.files.ScanResult.walk_stats`).
         use_ignore_files: whether ignore files were honoured.
-        n_files: files indexed.
+        n_files: text files indexed.
         n_chunks: chunks indexed.
+        scanned_ns: when the walk that made it started (a file modified within
+            the racy window before it is read again by the next build).
         updated: ISO time of the commit.
     """
 
@@ -89,12 +90,11 @@ class IndexManifest:
     full: TierFacts | None
     static: TierFacts | None
     chunker: Mapping[str, Any]
-    files: Mapping[str, str]
-    stats: Mapping[str, tuple[int, int]] | None
     walk_stats: Mapping[str, tuple[int, int]] | None
     use_ignore_files: bool
     n_files: int
     n_chunks: int
+    scanned_ns: int = 0
     updated: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
 
     def of(self, tier: Tier) -> TierFacts | None:
@@ -140,7 +140,6 @@ class IndexManifest:
             full = TierFacts.from_json(data.get(_KEYS[FULL]))
             static = TierFacts.from_json(data.get(_KEYS[STATIC]))
             tier = data.get("tier") or (FULL if full else STATIC if static else KEYWORD)
-            stats = data.get("stats")
             walk_stats = data.get("walk_stats")
             counts = data.get("counts") or {}
             return cls(
@@ -149,12 +148,11 @@ class IndexManifest:
                 full=full,
                 static=static,
                 chunker=MappingProxyType(dict(data.get("chunker") or {})),
-                files=MappingProxyType(dict(data.get("files") or {})),
-                stats=None if stats is None else {path: (int(s[0]), int(s[1])) for path, s in stats.items()},
                 walk_stats=None if walk_stats is None else {p: (int(s[0]), int(s[1])) for p, s in walk_stats.items()},
                 use_ignore_files=bool(data.get("use_ignore_files", True)),
                 n_files=int(counts.get("files") or 0),
                 n_chunks=int(counts.get("chunks") or 0),
+                scanned_ns=int(data.get("scanned_ns") or 0),
                 updated=str(data.get("updated")),
             )
         except (AttributeError, TypeError, ValueError, IndexError) as err:
@@ -168,11 +166,10 @@ class IndexManifest:
             _KEYS[FULL]: None if self.full is None else self.full.to_json(),
             _KEYS[STATIC]: None if self.static is None else self.static.to_json(),
             "chunker": dict(self.chunker),
-            "files": dict(self.files),
-            "stats": None if self.stats is None else {path: list(stat) for path, stat in self.stats.items()},
             "walk_stats": None if self.walk_stats is None else {p: list(stat) for p, stat in self.walk_stats.items()},
             "use_ignore_files": self.use_ignore_files,
             "counts": {"files": self.n_files, "chunks": self.n_chunks},
+            "scanned_ns": self.scanned_ns,
             "updated": self.updated,
         }
 

@@ -52,15 +52,16 @@ from typing import Any, BinaryIO, NamedTuple
 
 import numpy as np
 
-from codesearch.exceptions import IndexCorruptError, IndexLockedError, IndexNotFoundError
+from codesearch.exceptions import IndexCorruptError, IndexFormatError, IndexLockedError, IndexNotFoundError
 
 if sys.platform == "win32":  # pragma: no cover - exercised only on Windows
     import msvcrt
 else:
     import fcntl
 
-FORMAT_VERSION = 1
-"""Version of the on-disk layout; an index written by another version is not read."""
+FORMAT_VERSION = 2
+"""Version of the on-disk layout; an index written by another version is not read (a searcher builds it again).
+2: chunk records as columns of ``.npy`` arrays, file hashes and stats among them, instead of JSON."""
 
 _MAGIC = "codesearch-index"
 _CURRENT = "CURRENT"
@@ -103,6 +104,8 @@ class IndexSnapshot:
     manifest: dict[str, Any]
     chunks: list[dict[str, Any]]
     arrays: dict[str, np.ndarray] = field(default_factory=dict)
+    verification: Verification | None = field(default=None, compare=False, repr=False)
+    """For a memory-mapped load, the background check of every array's sha256 (``None``: verified before return)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.manifest, dict):
@@ -146,6 +149,57 @@ class IndexSnapshot:
         return True
 
     __hash__ = None  # type: ignore[assignment]
+
+
+class Verification:
+    """The sha256 of a memory-mapped generation's files, checked by a daemon thread after it opened.
+
+    :meth:`check` raises :class:`~codesearch.exceptions.IndexCorruptError` once
+    a file is found damaged (a searcher calls it before each answer); a check
+    that has not finished yet raises nothing. :meth:`wait` waits for the verdict.
+    """
+
+    def __init__(self, folder: Path, files: dict[str, dict[str, Any]], index_dir: Path) -> None:
+        self._folder, self._files, self._index_dir = folder, files, index_dir
+        self._error: str | None = None
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="codesearch-verify", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            for name, meta in self._files.items():
+                with open(self._folder / name, "rb") as handle:
+                    try:
+                        _read_verified(handle, meta, chunked=True)
+                    except _ChecksumMismatch as err:
+                        self._error = f"index file {self._folder / name} is damaged ({err}); " + _FIX.format(
+                            dir=self._index_dir)
+                        return
+        except OSError:
+            pass  # the generation was replaced and collected meanwhile: the next load verifies the new one
+        finally:
+            self._done.set()
+
+    @property
+    def done(self) -> bool:
+        """Whether every file has been checked (or one found damaged)."""
+        return self._done.is_set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait for the verdict; returns whether it is in."""
+        return self._done.wait(timeout)
+
+    def check(self) -> None:
+        """Raise :class:`IndexCorruptError` if a file was found damaged.
+
+        Raises:
+            IndexCorruptError: the message names the file.
+        """
+        if self._error is not None:
+            raise IndexCorruptError(self._error)
 
 
 class _Pointer(NamedTuple):
@@ -273,18 +327,23 @@ class IndexStore:
         with self.write_lock(timeout):
             return self._commit(snapshot.manifest, chunk_bytes, snapshot.arrays)
 
-    def load(self) -> IndexSnapshot:
+    def load(self, *, mmap: bool = False) -> IndexSnapshot:
         """Read and verify the live generation.
 
-        Every file's size and sha256 are checked against the manifest, and the
-        manifest against ``CURRENT``, before anything is returned.
+        The manifest is checked against ``CURRENT``. By default every file's
+        size and sha256 are checked against the manifest before anything is
+        returned. With ``mmap``, arrays are memory-mapped instead of read (an
+        index opens in milliseconds, and a process holds only the pages its
+        queries touch): sizes are checked now, and the sha256 of every file by
+        a background thread (:attr:`IndexSnapshot.verification`), whose
+        verdict :meth:`Verification.check` raises.
 
         Raises:
             IndexNotFoundError: nothing has been committed here.
             IndexCorruptError: a file is damaged or missing, or the index has
                 another format version; the message names the file.
         """
-        snapshot = self._read(full=True)
+        snapshot = self._read(full=True, mmap=mmap)
         assert isinstance(snapshot, IndexSnapshot)
         return snapshot
 
@@ -299,6 +358,17 @@ class IndexStore:
         manifest = self._read(full=False)
         assert isinstance(manifest, dict)
         return manifest
+
+    def verify(self) -> int:
+        """Check the sha256 of every file of the live generation now; returns how many bytes were read.
+
+        Raises:
+            IndexNotFoundError: nothing has been committed here.
+            IndexCorruptError: a file is damaged or missing; the message names it.
+        """
+        snapshot = self._read(full=True)
+        assert isinstance(snapshot, IndexSnapshot)
+        return sum(array.nbytes for array in snapshot.arrays.values())
 
     # -- checkpoints ---------------------------------------------------------
 
@@ -439,7 +509,7 @@ class IndexStore:
 
     # -- reading -------------------------------------------------------------
 
-    def _read(self, *, full: bool) -> IndexSnapshot | dict[str, Any]:
+    def _read(self, *, full: bool, mmap: bool = False) -> IndexSnapshot | dict[str, Any]:
         current = self._directory / _CURRENT
         for attempt in range(_READ_ATTEMPTS):
             try:
@@ -450,7 +520,7 @@ class IndexStore:
                 ) from None
             pointer = _parse_current(raw, self._directory)
             try:
-                return self._read_generation(pointer, full=full)
+                return self._read_generation(pointer, full=full, mmap=mmap)
             except (FileNotFoundError, NotADirectoryError, IndexCorruptError) as err:
                 # A writer may have switched CURRENT and deleted this generation
                 # meanwhile; only a failure under an unchanged CURRENT is damage.
@@ -472,7 +542,7 @@ class IndexStore:
             "try again when indexing has finished"
         )
 
-    def _read_generation(self, pointer: _Pointer, *, full: bool) -> IndexSnapshot | dict[str, Any]:
+    def _read_generation(self, pointer: _Pointer, *, full: bool, mmap: bool = False) -> IndexSnapshot | dict[str, Any]:
         gen_dir = self._directory / pointer.name
         manifest_path = gen_dir / _MANIFEST
         manifest_bytes = manifest_path.read_bytes()
@@ -494,6 +564,8 @@ class IndexStore:
             raise self._corrupt(manifest_path, f"unreadable: {err}") from err
         if not full:
             return manifest
+        if mmap:
+            return self._map_files(gen_dir, files, array_meta, manifest)
         with ExitStack() as stack:
             # Open every file before reading any: an open file stays readable on
             # POSIX even if a writer's clean-up deletes it, so a slow reader is
@@ -538,6 +610,46 @@ class IndexStore:
             return IndexSnapshot(manifest=manifest, chunks=chunks, arrays=arrays)
         except (ValueError, TypeError) as err:
             raise self._corrupt(gen_dir / _MANIFEST, f"invalid content: {err}") from err
+
+    def _map_files(
+        self,
+        gen_dir: Path,
+        files: dict[str, dict[str, Any]],
+        array_meta: dict[str, dict[str, Any]],
+        manifest: dict[str, Any],
+    ) -> IndexSnapshot:
+        """The generation with its arrays memory-mapped; sizes checked now, sha256 by a background thread."""
+        for name, meta in files.items():
+            size = os.stat(gen_dir / name).st_size  # FileNotFoundError: the caller retries or reports it
+            if size != meta["size"]:
+                raise self._corrupt(gen_dir / name, f"{size} bytes where the manifest records {meta['size']}")
+        chunks_path = gen_dir / _CHUNKS
+        try:
+            with open(chunks_path, "rb") as handle:  # small: read and checked now
+                chunks = json.loads(_read_verified(handle, files[_CHUNKS]))
+        except _ChecksumMismatch as err:
+            raise self._corrupt(chunks_path, str(err)) from None
+        except (ValueError, TypeError) as err:
+            raise self._corrupt(chunks_path, f"unreadable: {err}") from err
+        arrays: dict[str, np.ndarray] = {}
+        for name, meta in array_meta.items():
+            path = gen_dir / f"{name}.npy"
+            try:
+                # An empty or 0-d array cannot be mapped; it is read (and it is small).
+                small = not meta["shape"] or 0 in meta["shape"]
+                array = np.load(path, mmap_mode=None if small else "r", allow_pickle=False)
+                if array.dtype.str != meta["dtype"] or list(array.shape) != meta["shape"]:
+                    raise ValueError(f"dtype/shape {array.dtype.str}{array.shape} differ from the manifest")
+            except (ValueError, KeyError, TypeError, EOFError, SyntaxError) as err:
+                raise self._corrupt(path, f"unreadable: {err}") from err
+            arrays[name] = array
+        verification = Verification(gen_dir, {n: m for n, m in files.items() if n != _CHUNKS}, self._directory)
+        try:
+            snapshot = IndexSnapshot(manifest=manifest, chunks=chunks, arrays=arrays, verification=verification)
+        except (ValueError, TypeError) as err:
+            raise self._corrupt(gen_dir / _MANIFEST, f"invalid content: {err}") from err
+        verification.start()
+        return snapshot
 
     def _corrupt(self, path: Path, reason: str) -> IndexCorruptError:
         return IndexCorruptError(
@@ -591,7 +703,17 @@ def _write_array(path: Path, array: np.ndarray) -> dict[str, Any]:
     return {"size": writer.size, "sha256": writer.hexdigest()}
 
 
-def _read_verified(handle: BinaryIO, meta: dict[str, Any]) -> bytes:
+def _read_verified(handle: BinaryIO, meta: dict[str, Any], *, chunked: bool = False) -> bytes:
+    if chunked:  # hash without holding the file in memory
+        digest, size = hashlib.sha256(), 0
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+            size += len(block)
+        if size != meta["size"]:
+            raise _ChecksumMismatch(f"{size} bytes where the manifest records {meta['size']}")
+        if digest.hexdigest() != meta["sha256"]:
+            raise _ChecksumMismatch("its sha256 differs from the one in the manifest")
+        return b""
     data = handle.read()
     if len(data) != meta["size"]:
         raise _ChecksumMismatch(f"{len(data)} bytes where the manifest records {meta['size']}")
@@ -621,7 +743,7 @@ def _parse_current(data: bytes, directory: Path) -> _Pointer:
     if magic != _MAGIC:
         raise IndexCorruptError(f"{path} is not a codesearch index pointer; {fix}")
     if version != str(FORMAT_VERSION):
-        raise IndexCorruptError(
+        raise IndexFormatError(
             f"the index at {directory} has format version {version}, but this codesearch "
             f"reads version {FORMAT_VERSION}; {fix}"
         )
@@ -713,4 +835,4 @@ def _lock_holder(path: Path) -> str:
     return f"pid {text}" if text.isdigit() else "pid unknown"
 
 
-__all__ = ["FORMAT_VERSION", "IndexSnapshot", "IndexStore"]
+__all__ = ["FORMAT_VERSION", "IndexSnapshot", "IndexStore", "Verification"]

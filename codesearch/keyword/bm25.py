@@ -23,38 +23,114 @@ happens in corpora of a handful of documents). Like ``BM25Okapi``, a query term 
 twice, and query terms outside the vocabulary score nothing.
 
 A fitted estimator is saved without pickle: :meth:`BM25.to_arrays` gives plain
-numeric and unicode arrays that ``np.load(..., allow_pickle=False)`` reads
+numeric arrays that ``np.load(..., allow_pickle=False, mmap_mode="r")`` reads
 back, and :meth:`BM25.from_arrays` restores an estimator whose scores are
-bit-for-bit those of the original.
+bit-for-bit those of the original without building anything per term: the
+vocabulary stays a sorted UTF-8 blob that a query looks its terms up in
+(:class:`Vocabulary`). :class:`BM25Builder` fits one document at a time into
+flat arrays (the index builder streams chunks through it), and takes the term
+counts of an earlier fit's documents, so a refresh tokenizes only what changed.
 """
 
 from __future__ import annotations
 
 import math
+from array import array
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, NamedTuple, NoReturn
 
 import numpy as np
 
 from codesearch.exceptions import IndexCorruptError, NotFittedError
 from codesearch.keyword.tokens import code_tokens
+from codesearch.strings import Strings
 
-ARRAYS_FORMAT_VERSION = 2
-"""Version of the layout written by :meth:`BM25.to_arrays` (2: postings stored term by term)."""
+ARRAYS_FORMAT_VERSION = 3
+"""Version of the layout written by :meth:`BM25.to_arrays` (2: postings term by term; 3: int32 documents, term
+counts kept, the vocabulary as a sorted UTF-8 blob)."""
 
 _ARRAY_KEYS = (
     "format_version", "k1", "b", "epsilon", "avgdl",
-    "data", "indices", "indptr", "shape", "idf", "doc_len", "vocabulary",
+    "data", "indices", "tf", "indptr", "shape", "idf", "doc_len", "terms", "term_offsets", "term_order",
 )  # fmt: skip
 
 
 class Postings(NamedTuple):
-    """BM25 weights term by term: term ``t``'s documents are ``docs[indptr[t]:indptr[t + 1]]`` (ascending)."""
+    """BM25 weights term by term: term ``t``'s documents are ``docs[indptr[t]:indptr[t + 1]]`` (ascending).
+
+    ``tf`` holds the raw count of the term in each of those documents.
+    """
 
     data: np.ndarray
     docs: np.ndarray
     indptr: np.ndarray
+    tf: np.ndarray
+
+
+class Vocabulary(Mapping[str, int]):
+    """Term -> term number, read-only: a dict in the process that fitted it, a sorted UTF-8 blob once stored.
+
+    Loaded from arrays, nothing is built per term: :meth:`get` finds a term by
+    binary search over the blob's byte order (``term_order``).
+    """
+
+    def __init__(self, terms: dict[str, int] | None = None, *, stored: Strings | None = None,
+                 order: np.ndarray | None = None) -> None:
+        self._dict = terms
+        self._stored, self._order = stored, order
+        self._terms: list[str] | None = None
+
+    @classmethod
+    def from_arrays(cls, blob: np.ndarray, offsets: np.ndarray, order: np.ndarray) -> Vocabulary:
+        return cls(stored=Strings(blob, offsets), order=order)
+
+    def term(self, t: int) -> str:
+        """The term numbered ``t``."""
+        if self._stored is not None:
+            return self._stored[t]
+        if self._terms is None:
+            assert self._dict is not None
+            self._terms = sorted(self._dict, key=self._dict.__getitem__)
+        return self._terms[t]
+
+    def get(self, term: str, default: Any = None) -> Any:  # type: ignore[override]
+        if self._dict is not None:
+            return self._dict.get(term, default)
+        assert self._stored is not None
+        found = self._stored.find(term, self._order)
+        return default if found is None else found
+
+    def __getitem__(self, term: str) -> int:
+        found = self.get(term)
+        if found is None:
+            raise KeyError(term)
+        return int(found)
+
+    def __contains__(self, term: object) -> bool:
+        return isinstance(term, str) and self.get(term) is not None
+
+    def __len__(self) -> int:
+        if self._dict is not None:
+            return len(self._dict)
+        assert self._stored is not None
+        return len(self._stored)
+
+    def __iter__(self) -> Iterator[str]:
+        if self._stored is not None:
+            return iter(self._stored.tolist())
+        return (self.term(t) for t in range(len(self)))
+
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        """``terms`` (the UTF-8 blob, in term-number order), ``term_offsets`` and ``term_order`` (numbers by bytes)."""
+        if self._stored is not None:
+            assert self._order is not None
+            return {"terms": np.array(self._stored.blob), "term_offsets": np.array(self._stored.offsets),
+                    "term_order": np.array(self._order)}
+        stored = Strings.of(self.term(t) for t in range(len(self)))
+        encoded = [bytes(stored.blob[stored.offsets[t]:stored.offsets[t + 1]]) for t in range(len(stored))]
+        order = np.array(sorted(range(len(encoded)), key=encoded.__getitem__), dtype=np.int32)
+        return {"terms": np.array(stored.blob), "term_offsets": stored.offsets, "term_order": order}
 
 
 class BM25:
@@ -67,12 +143,12 @@ class BM25:
             fraction of the mean idf (``rank_bm25``'s ``epsilon``).
 
     Attributes:
-        vocabulary_: term -> term number.
+        vocabulary_: term -> term number (:class:`Vocabulary`).
         idf_: idf of each term, after the epsilon floor, float64.
-        doc_len_: number of terms in each document, int64.
+        doc_len_: number of terms in each document.
         avgdl_: mean document length.
         postings_: each term's BM25 contribution to each document holding it
-            (:class:`Postings`, float64 weights).
+            (:class:`Postings`, float64 weights, int32 documents, raw counts).
         shape_: ``(n_documents, n_terms)``.
 
     Example:
@@ -80,7 +156,6 @@ class BM25:
         >>> int(bm25.score("http adapter").argmax())
         1
     """
-
     def __init__(self, k1: float = 1.5, b: float = 0.75, epsilon: float = 0.25) -> None:
         self.k1 = k1
         self.b = b
@@ -126,20 +201,10 @@ class BM25:
         self._validate_params()
         if isinstance(raw_documents, (str, bytes)):
             raise TypeError("BM25.fit takes an iterable of documents, not one string; wrap it in a list")
-        vocabulary: dict[str, int] = {}
-        rows: list[np.ndarray] = []
-        counts: list[np.ndarray] = []
-        n_docs = 0
+        builder = BM25Builder()
         for document in raw_documents:
-            terms = Counter(code_tokens(document))
-            ids = np.fromiter((vocabulary.setdefault(t, len(vocabulary)) for t in terms), dtype=np.int64,
-                              count=len(terms))
-            rows.append(ids)
-            counts.append(np.fromiter(terms.values(), dtype=np.int64, count=len(terms)))
-            n_docs += 1
-        if not vocabulary:
-            raise ValueError(f"BM25.fit: the {n_docs} documents hold no word to index; pass non-empty texts")
-        self._set_state(vocabulary, *_bm25_weights(rows, counts, len(vocabulary), self.k1, self.b, self.epsilon))
+            builder.add_text(document)
+        builder.fit(self)
         return self
 
     def score(self, query: str) -> np.ndarray:
@@ -154,7 +219,7 @@ class BM25:
         """
         self._check_fitted()
         n_docs = self.shape_[0]
-        data, docs, indptr = self.postings_
+        data, docs, indptr, _ = self.postings_
         picked_docs, picked_weights = [], []
         vocabulary = self.vocabulary_
         for term, count in Counter(code_tokens(query)).items():
@@ -170,37 +235,41 @@ class BM25:
         return scores
 
     def to_arrays(self) -> dict[str, np.ndarray]:
-        """Export the fitted state as plain arrays, for ``np.savez`` without pickle.
+        """Export the fitted state as plain arrays, for ``np.save`` without pickle.
 
         Returns:
-            ``data``, ``indices`` (document numbers), ``indptr`` (per term),
-            ``shape`` (the postings), ``idf``, ``doc_len``, ``vocabulary``
-            (unicode, in term order) and 0-d arrays ``k1``, ``b``,
+            ``data``, ``indices`` (document numbers, int32), ``tf``, ``indptr``
+            (per term), ``shape`` (the postings), ``idf``, ``doc_len``, the
+            vocabulary (``terms``, ``term_offsets``, ``term_order``: see
+            :meth:`Vocabulary.to_arrays`) and 0-d arrays ``k1``, ``b``,
             ``epsilon``, ``avgdl``, ``format_version``. None is an object array.
 
         Raises:
             NotFittedError: the estimator is not fitted.
         """
         self._check_fitted()
-        terms = sorted(self.vocabulary_, key=self.vocabulary_.__getitem__)
         return {
             "format_version": np.array(ARRAYS_FORMAT_VERSION, dtype=np.int64),
             "k1": np.array(self.k1, dtype=np.float64),
             "b": np.array(self.b, dtype=np.float64),
             "epsilon": np.array(self.epsilon, dtype=np.float64),
             "avgdl": np.array(self.avgdl_, dtype=np.float64),
-            "data": self.postings_.data.copy(),
-            "indices": self.postings_.docs.copy(),
-            "indptr": self.postings_.indptr.copy(),
+            "data": np.array(self.postings_.data),
+            "indices": np.array(self.postings_.docs),
+            "tf": np.array(self.postings_.tf),
+            "indptr": np.array(self.postings_.indptr),
             "shape": np.array(self.shape_, dtype=np.int64),
-            "idf": self.idf_.copy(),
-            "doc_len": self.doc_len_.copy(),
-            "vocabulary": np.array(terms, dtype=np.str_),
+            "idf": np.array(self.idf_),
+            "doc_len": np.array(self.doc_len_),
+            **self.vocabulary_.to_arrays(),
         }
 
     @classmethod
     def from_arrays(cls, arrays: Mapping[str, np.ndarray]) -> BM25:
-        """Rebuild a fitted estimator from :meth:`to_arrays` output (or an ``np.load`` of it).
+        """Rebuild a fitted estimator from :meth:`to_arrays` output (or memory-mapped ``np.load`` of it).
+
+        Only array shapes are checked (the store checks contents by sha256);
+        nothing is copied, so memory-mapped arrays stay on disk until read.
 
         Returns:
             A fitted :class:`BM25` whose scores equal the original's exactly.
@@ -211,16 +280,16 @@ class BM25:
         """
         missing = [key for key in _ARRAY_KEYS if key not in arrays]
         if missing:
-            _corrupt(f"missing {', '.join(missing)}")
-        a = {key: np.asarray(arrays[key]) for key in _ARRAY_KEYS}
-        version = a["format_version"]
+            _corrupt(f"missing {', '.join(missing)} (an index from an older codesearch)")
+        a = {key: arrays[key] for key in _ARRAY_KEYS}
+        version = np.asarray(a["format_version"])
         if version.shape != () or version.dtype.kind not in "iu" or int(version) != ARRAYS_FORMAT_VERSION:
             _corrupt(f"format version {a['format_version']!r}, this codesearch reads {ARRAYS_FORMAT_VERSION}")
         for key in ("k1", "b", "epsilon", "avgdl"):
             if a[key].shape != () or a[key].dtype.kind != "f":
                 _corrupt(f"{key} should be a float scalar, got {a[key].dtype} {a[key].shape}")
-        for key, kind in (("data", "f"), ("idf", "f"), ("indices", "i"), ("indptr", "i"), ("shape", "i"),
-                          ("doc_len", "i"), ("vocabulary", "U")):  # fmt: skip
+        for key, kind in (("data", "f"), ("idf", "f"), ("indices", "i"), ("tf", "i"), ("indptr", "i"), ("shape", "i"),
+                          ("doc_len", "i"), ("terms", "u"), ("term_offsets", "i"), ("term_order", "i")):  # fmt: skip
             if a[key].ndim != 1 or a[key].dtype.kind != kind:
                 _corrupt(f"{key} should be a 1-d array of kind {kind!r}, got {a[key].dtype} {a[key].shape}")
         if a["shape"].size != 2:
@@ -231,26 +300,39 @@ class BM25:
         if (
             indptr.size != n_terms + 1
             or docs.size != nnz
+            or a["tf"].size != nnz
             or a["idf"].size != n_terms
             or a["doc_len"].size != n_docs
-            or a["vocabulary"].size != n_terms
-            or indptr[0] != 0
-            or indptr[-1] != nnz
-            or np.any(np.diff(indptr) < 0)
-            or (nnz and (docs.min() < 0 or docs.max() >= n_docs))
+            or a["term_offsets"].size != n_terms + 1
+            or a["term_order"].size != n_terms
+            or (n_terms and (int(indptr[0]) != 0 or int(indptr[-1]) != nnz))
+            or int(a["term_offsets"][-1]) != a["terms"].size
         ):
             _corrupt("the array sizes do not fit together")
-        terms = a["vocabulary"].tolist()
-        vocabulary = {term: t for t, term in enumerate(terms)}
-        if len(vocabulary) != n_terms:
-            _corrupt("the vocabulary repeats a term")
         est = cls(k1=float(a["k1"]), b=float(a["b"]), epsilon=float(a["epsilon"]))
-        est._set_state(vocabulary, a["idf"], a["doc_len"], float(a["avgdl"]), Postings(a["data"], docs, indptr))
+        vocabulary = Vocabulary.from_arrays(a["terms"], a["term_offsets"], a["term_order"])
+        est._set_state(vocabulary, a["idf"], a["doc_len"], float(a["avgdl"]), Postings(a["data"], docs, indptr, a["tf"]))
         return est
+
+    def doc_terms(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Each document's terms and counts, document by document: ``(doc_offsets, terms, counts)``.
+
+        Document ``d``'s terms are ``terms[doc_offsets[d]:doc_offsets[d + 1]]``
+        (ascending term numbers) with their raw counts: what
+        :meth:`BM25Builder.add_document` takes to keep a document without
+        tokenizing it again.
+        """
+        self._check_fitted()
+        _, docs, indptr, tf = self.postings_
+        terms = np.repeat(np.arange(len(indptr) - 1, dtype=np.int32), np.diff(indptr))
+        order = np.argsort(docs, kind="stable")
+        offsets = np.zeros(self.shape_[0] + 1, dtype=np.int64)
+        np.cumsum(np.bincount(docs, minlength=self.shape_[0]), out=offsets[1:])
+        return offsets, terms[order], np.asarray(tf)[order]
 
     def _set_state(
         self,
-        vocabulary: dict[str, int],
+        vocabulary: Vocabulary,
         idf: np.ndarray,
         doc_len: np.ndarray,
         avgdl: float,
@@ -284,25 +366,93 @@ class BM25:
             )
 
 
+class BM25Builder:
+    """Fit BM25 one document at a time into flat arrays (no object per term and document).
+
+    Documents are numbered in the order they are added. A document comes as
+    text (:meth:`add_text`), as its term counts (:meth:`add_counts`, e.g. from
+    a worker process that tokenized it), or as the term numbers and counts of
+    another fit's document (:meth:`add_document`, so an unchanged chunk is not
+    tokenized again).
+    """
+
+    def __init__(self) -> None:
+        self.vocabulary: dict[str, int] = {}
+        self._terms = array("i")
+        self._counts = array("i")
+        self._lengths = array("i")  # distinct terms per document
+
+    def __len__(self) -> int:
+        return len(self._lengths)
+
+    def add_text(self, text: str) -> None:
+        """Add a document by its text (tokenized by :func:`~codesearch.keyword.tokens.code_tokens`)."""
+        counts = Counter(code_tokens(text))
+        self.add_counts(counts.keys(), counts.values())
+
+    def add_counts(self, terms: Iterable[str], counts: Iterable[int]) -> None:
+        """Add a document by its distinct terms and their counts."""
+        vocabulary = self.vocabulary
+        before = len(self._terms)
+        self._terms.extend(vocabulary.setdefault(t, len(vocabulary)) for t in terms)
+        self._counts.extend(counts)
+        self._lengths.append(len(self._terms) - before)
+
+    def add_document(self, terms: np.ndarray, counts: np.ndarray, vocabulary: Vocabulary, remap: np.ndarray) -> None:
+        """Add a document of another fit by its term numbers there, ``vocabulary`` its terms.
+
+        ``remap`` (one entry per term of that fit, -1 where not seen yet) caches
+        the numbers its terms have here; it is updated in place.
+        """
+        mine = remap[terms]
+        for position in np.flatnonzero(mine < 0):
+            t = int(terms[position])
+            if remap[t] < 0:
+                remap[t] = self.vocabulary.setdefault(vocabulary.term(t), len(self.vocabulary))
+        self._terms.extend(remap[terms].tolist())
+        self._counts.extend(np.asarray(counts).tolist())
+        self._lengths.append(len(terms))
+
+    def fit(self, estimator: BM25 | None = None) -> BM25:
+        """The fitted estimator (``estimator``'s parameters, else the defaults).
+
+        Raises:
+            ValueError: no document holds a term.
+        """
+        est = estimator if estimator is not None else BM25()
+        est._validate_params()
+        if not self.vocabulary:
+            raise ValueError(f"BM25.fit: the {len(self)} documents hold no word to index; pass non-empty texts")
+        terms = np.frombuffer(self._terms, dtype=np.int32) if self._terms else np.empty(0, dtype=np.int32)
+        counts = np.frombuffer(self._counts, dtype=np.int32) if self._counts else np.empty(0, dtype=np.int32)
+        lengths = np.frombuffer(self._lengths, dtype=np.int32)
+        est._set_state(Vocabulary(dict(self.vocabulary)), *_bm25_weights(terms, counts, lengths, len(self.vocabulary),
+                                                                          est.k1, est.b, est.epsilon))
+        return est
+
+
 _ROUNDING = 1e-9
 """A mean idf at or below this is taken as zero (see :func:`_bm25_weights`)."""
 
 
 def _bm25_weights(
-    rows: list[np.ndarray], counts: list[np.ndarray], n_terms: int, k1: float, b: float, epsilon: float
+    terms: np.ndarray, counts: np.ndarray, lengths: np.ndarray, n_terms: int, k1: float, b: float, epsilon: float
 ) -> tuple[np.ndarray, np.ndarray, float, Postings]:
     """Fold idf, saturation and length normalisation into each (term, document) count.
+
+    Args:
+        terms: every document's distinct term numbers, document after document.
+        counts: their counts.
+        lengths: how many distinct terms each document has.
 
     Returns:
         ``(idf, doc_len, avgdl, postings)``; the arithmetic follows
         ``rank_bm25.BM25Okapi`` term by term.
     """
-    n_docs = len(rows)
-    doc_len = np.fromiter((int(c.sum()) for c in counts), dtype=np.int64, count=n_docs)
+    n_docs = len(lengths)
+    docs = np.repeat(np.arange(n_docs, dtype=np.int32), lengths)
+    doc_len = np.bincount(docs, weights=counts, minlength=n_docs).astype(np.int64)
     avgdl = float(doc_len.sum()) / n_docs
-    terms = np.concatenate(rows) if rows else np.empty(0, dtype=np.int64)
-    tf = np.concatenate(counts).astype(np.float64) if counts else np.empty(0)
-    docs = np.repeat(np.arange(n_docs, dtype=np.int64), [r.size for r in rows])
     df = np.bincount(terms, minlength=n_terms).astype(np.float64)
     idf = np.log(n_docs - df + 0.5) - np.log(df + 0.5)
     mean_idf = idf.mean()
@@ -313,15 +463,18 @@ def _bm25_weights(
     # zero but for rounding (as many terms in 2 of 5 documents as in 3 of 5) counts
     # as zero, whatever the sign its last bit came out with.
     idf[idf < 0] = epsilon * (mean_idf if mean_idf > _ROUNDING else math.log(2))
-    norm = k1 * (1 - b + b * doc_len[docs] / avgdl)
-    data = idf[terms] * (tf * (k1 + 1) / (tf + norm))
     order = np.lexsort((docs, terms))  # term by term, documents ascending
-    indptr = np.concatenate(([0], np.cumsum(np.bincount(terms, minlength=n_terms)))).astype(np.int64)
-    return idf, doc_len, avgdl, Postings(data[order], docs[order], indptr)
+    docs, terms, tf_int = docs[order], terms[order], counts[order]
+    del order
+    tf = tf_int.astype(np.float64)
+    data = idf[terms] * (tf * (k1 + 1) / (tf + k1 * (1 - b + b * doc_len[docs] / avgdl)))
+    indptr = np.zeros(n_terms + 1, dtype=np.int64)
+    np.cumsum(np.bincount(terms, minlength=n_terms), out=indptr[1:])
+    return idf, doc_len, avgdl, Postings(data, docs, indptr, tf_int.astype(np.int32))
 
 
 def _corrupt(detail: str) -> NoReturn:
     raise IndexCorruptError(f"BM25 arrays are damaged ({detail}); rebuild the index")
 
 
-__all__ = ["ARRAYS_FORMAT_VERSION", "BM25", "Postings"]
+__all__ = ["ARRAYS_FORMAT_VERSION", "BM25", "BM25Builder", "Postings", "Vocabulary"]

@@ -12,12 +12,14 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
 
 from codesearch.keyword.tokens import split_identifier
 from codesearch.scope import CONFIG, DOC, TEST, kind_of
+from codesearch.strings import Strings
 
 # Path classes that priors act on (see Ranking.priors).
 COMPAT = "compat"
@@ -116,61 +118,134 @@ class Definition:
     name: str
 
 
+class SymbolTable:
+    """Lowercased definition name -> the chunks that define it, with the name as each writes it.
+
+    Kept as arrays (names in byte order, so a lookup is a binary search), it is
+    built once when an index is built and opens without a Python object per name.
+    """
+
+    def __init__(self, names: Strings, start: np.ndarray, chunks: np.ndarray, written: Strings) -> None:
+        self.names, self.start, self.chunks, self.written = names, start, chunks, written
+
+    @classmethod
+    def build(cls, symbols: Iterable[tuple[int, Iterable[str]]]) -> SymbolTable:
+        """From ``(chunk, its symbols)`` in chunk order: each symbol answers to its :func:`definition_names`."""
+        table: dict[str, list[Definition]] = {}
+        for chunk, names in symbols:
+            for symbol in names:
+                for name in definition_names(symbol):
+                    entries = table.setdefault(name.lower(), [])
+                    if not entries or entries[-1].chunk != chunk:
+                        entries.append(Definition(chunk, name))
+        keys = sorted(table, key=lambda k: k.encode("utf-8", "surrogatepass"))
+        entries = [entry for key in keys for entry in table[key]]
+        start = np.zeros(len(keys) + 1, dtype=np.int64)
+        np.cumsum([len(table[key]) for key in keys], out=start[1:])
+        return cls(Strings.of(keys), start, np.array([e.chunk for e in entries], dtype=np.int32),
+                   Strings.of(e.name for e in entries))
+
+    def get(self, lower: str) -> list[Definition]:
+        """The definitions of a lowercased name, in chunk order (empty when none)."""
+        found = self.names.find(lower)
+        if found is None:
+            return []
+        return [Definition(int(self.chunks[j]), self.written[j]) for j in range(int(self.start[found]),
+                                                                               int(self.start[found + 1]))]
+
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        return {**self.names.to_arrays("symtab_names"), "symtab_start": self.start, "symtab_chunks": self.chunks,
+                **self.written.to_arrays("symtab_written")}
+
+    @classmethod
+    def from_arrays(cls, arrays: Mapping[str, np.ndarray]) -> SymbolTable:
+        return cls(Strings.from_arrays(arrays, "symtab_names"), arrays["symtab_start"], arrays["symtab_chunks"],
+                   Strings.from_arrays(arrays, "symtab_written"))
+
+
 class IndexFacts:
     """Per-chunk and per-file facts that ranking stages read.
 
     Args:
         chunks: the chunk records of an index, each with ``path`` and
-            optionally ``kind`` and ``symbols``.
+            optionally ``kind`` and ``symbols`` (or see :meth:`from_columns`).
 
     Attributes:
-        files: distinct file paths, in first-seen order.
+        files: the paths of the files that have chunks, in chunk order.
         file_of: int array, the file number of each chunk.
+        symbols: the symbol table (:class:`SymbolTable`).
         chunks_of: the chunk numbers of each file, in order.
         words: per file, the words of its stem and parent folder.
         classes: per file, its path classes.
         stems: per file, the lowercased stem (file name without its last extension).
-        definitions: lowercased name -> the chunks that define it.
+
+    The per-file facts are computed on first use, so an index opens without them.
     """
 
     def __init__(self, chunks: Sequence[Mapping[str, Any]]) -> None:
         file_index: dict[str, int] = {}
         file_of = np.empty(len(chunks), dtype=np.int64)
-        self.files: list[str] = []
-        self.chunks_of: list[list[int]] = []
-        self.classes: list[frozenset[str]] = []
-        self.definitions: dict[str, list[Definition]] = {}
+        files: list[str] = []
         for i, chunk in enumerate(chunks):
-            path = chunk["path"]
-            number = file_index.get(path)
-            if number is None:
-                number = file_index[path] = len(self.files)
-                self.files.append(path)
-                self.chunks_of.append([])
-                self.classes.append(path_classes(path, chunk.get("kind")))
+            number = file_index.setdefault(chunk["path"], len(files))
+            if number == len(files):
+                files.append(chunk["path"])
             file_of[i] = number
-            self.chunks_of[number].append(i)
-            for symbol in chunk.get("symbols", ()):
-                for name in definition_names(symbol):
-                    entries = self.definitions.setdefault(name.lower(), [])
-                    if not entries or entries[-1].chunk != i:
-                        entries.append(Definition(i, name))
+        self._setup(files, file_of, SymbolTable.build((i, c.get("symbols", ())) for i, c in enumerate(chunks)))
+
+    @classmethod
+    def from_columns(cls, paths: Sequence[str], file_of: np.ndarray, symbols: SymbolTable) -> IndexFacts:
+        """Facts of an index stored as columns: every file's path (chunked or not), each chunk's file number."""
+        has_chunks = np.bincount(file_of, minlength=len(paths)) > 0
+        renumber = np.cumsum(has_chunks) - 1
+        facts = cls.__new__(cls)
+        facts._setup([p for p, keep in zip(paths, has_chunks.tolist()) if keep], renumber[file_of], symbols)
+        return facts
+
+    def _setup(self, files: list[str], file_of: np.ndarray, symbols: SymbolTable) -> None:
+        self.files = files
         self.file_of = file_of
-        self.words: list[frozenset[str]] = [path_words(p) for p in self.files]
-        self._word_buckets: dict[str, dict[str, list[int]]] = {}
-        for number, words in enumerate(self.words):
-            for word in words:
-                self._word_buckets.setdefault(word[:3], {}).setdefault(word, []).append(number)
+        self.symbols = symbols
         self._files_matching: dict[str, frozenset[int]] = {}
-        self.stems: list[str] = [file_stem(p.rsplit("/", 1)[-1]).lower() for p in self.files]
-        self._named: dict[str, list[int]] = {}
-        for number, stem in enumerate(self.stems):
-            for name in {squash_name(stem), squash_name(stem).rstrip("s")}:
-                self._named.setdefault(name, []).append(number)
         self._prior_cache: dict[tuple[tuple[str, float], ...], np.ndarray] = {}
 
     def __len__(self) -> int:
         return len(self.file_of)
+
+    @cached_property
+    def chunks_of(self) -> list[list[int]]:
+        out: list[list[int]] = [[] for _ in self.files]
+        for i, number in enumerate(self.file_of.tolist()):
+            out[number].append(i)
+        return out
+
+    @cached_property
+    def classes(self) -> list[frozenset[str]]:
+        return [path_classes(p) for p in self.files]
+
+    @cached_property
+    def words(self) -> list[frozenset[str]]:
+        return [path_words(p) for p in self.files]
+
+    @cached_property
+    def _word_buckets(self) -> dict[str, dict[str, list[int]]]:
+        buckets: dict[str, dict[str, list[int]]] = {}
+        for number, words in enumerate(self.words):
+            for word in words:
+                buckets.setdefault(word[:3], {}).setdefault(word, []).append(number)
+        return buckets
+
+    @cached_property
+    def stems(self) -> list[str]:
+        return [file_stem(p.rsplit("/", 1)[-1]).lower() for p in self.files]
+
+    @cached_property
+    def _named(self) -> dict[str, list[int]]:
+        named: dict[str, list[int]] = {}
+        for number, stem in enumerate(self.stems):
+            for name in {squash_name(stem), squash_name(stem).rstrip("s")}:
+                named.setdefault(name, []).append(number)
+        return named
 
     def files_named(self, name: str) -> list[int]:
         """Files whose whole stem is ``name``, squashed (``http_client.py``, ``HttpClient.java``, ``httpclients.go``)."""
@@ -191,11 +266,11 @@ class IndexFacts:
         """Chunks that define any of ``names`` (case-insensitive), with the name as the chunk writes it."""
         found: dict[int, str] = {}
         for name in names:
-            for entry in self.definitions.get(name.lower(), ()):
+            for entry in self.symbols.get(name.lower()):
                 found.setdefault(entry.chunk, entry.name)
         return found
 
-    def scoped(self, mask: np.ndarray | None) -> IndexFacts:
+    def scoped(self, mask: np.ndarray | None) -> IndexFacts | _ScopedFacts:
         """These facts as a search scoped to ``mask`` sees them: :meth:`defining` finds only chunks in scope."""
         return self if mask is None else _ScopedFacts(self, mask)
 
@@ -216,21 +291,43 @@ class IndexFacts:
         return cached
 
 
-class _ScopedFacts(IndexFacts):
-    """An :class:`IndexFacts` whose symbol table answers only for the chunks of a scope (shares the rest)."""
+class _ScopedFacts:
+    """An :class:`IndexFacts` seen by a scoped search: its symbol table answers only for chunks in scope."""
 
     def __init__(self, facts: IndexFacts, mask: np.ndarray) -> None:
-        self.__dict__.update(facts.__dict__)
+        self._facts = facts
         self._mask = mask
 
+    @property
+    def file_of(self) -> np.ndarray:
+        return self._facts.file_of
+
+    @property
+    def stems(self) -> list[str]:
+        return self._facts.stems
+
+    @property
+    def files(self) -> list[str]:
+        return self._facts.files
+
+    def files_matching(self, word: str) -> frozenset[int]:
+        return self._facts.files_matching(word)
+
+    def files_named(self, name: str) -> list[int]:
+        return self._facts.files_named(name)
+
+    def chunk_priors(self, multipliers: Mapping[str, float]) -> np.ndarray:
+        return self._facts.chunk_priors(multipliers)
+
     def defining(self, names: Iterable[str]) -> dict[int, str]:
-        return {chunk: name for chunk, name in super().defining(names).items() if self._mask[chunk]}
+        return {chunk: name for chunk, name in self._facts.defining(names).items() if self._mask[chunk]}
 
 
 __all__ = [
     "PATH_CLASSES",
     "Definition",
     "IndexFacts",
+    "SymbolTable",
     "definition_names",
     "file_stem",
     "path_classes",
