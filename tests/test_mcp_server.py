@@ -114,7 +114,7 @@ class _SlowEmbedder(HashingEmbedder):
 def test_a_search_during_the_background_build_stats_once_and_sees_an_edit(tmp_path: Path,
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     import codesearch.index.builder as builder_module
-    import codesearch.index.freshness as freshness_module
+    from codesearch.files.changes import StatPass
     from codesearch.mcp_server import Workspace, tool_search
 
     repo = tmp_path / "repo"
@@ -123,13 +123,13 @@ def test_a_search_during_the_background_build_stats_once_and_sees_an_edit(tmp_pa
         (repo / "pkg" / f"mod{n}.py").write_text(f"def handler_{n}(request):\n    return request.path + '{n}'\n")
     monkeypatch.setattr(builder_module, "CHECKPOINT_EVERY", 1)  # a checkpoint per chunk: the build can stop soon
     stat_passes: list[int] = []
-    counted = freshness_module.changed_files
+    counted = StatPass.changes
 
-    def counting(*args, **kwargs):  # type: ignore[no-untyped-def]
+    def counting(self):  # type: ignore[no-untyped-def]
         stat_passes.append(1)
-        return counted(*args, **kwargs)
+        return counted(self)
 
-    monkeypatch.setattr(freshness_module, "changed_files", counting)
+    monkeypatch.setattr(StatPass, "changes", counting)
     ws = Workspace([str(repo)], model=_SlowEmbedder(name="dense"), index_dir=tmp_path / "index",
                    static=HashingEmbedder(name="dense", dim=64, salt="static"))
     first = tool_search(ws, "handler_3", k=1)

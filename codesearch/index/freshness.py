@@ -16,7 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from codesearch.exceptions import CodeSearchError, IndexCancelledError, IndexLockedError
-from codesearch.files import Changes, changed_files
+from codesearch.files import Changes
+from codesearch.files.changes import StatPass
 from codesearch.index.loaded import LoadedIndex
 from codesearch.index.manifest import IndexManifest
 from codesearch.index.store import IndexStore
@@ -39,11 +40,20 @@ class Freshness:
         self.use_ignore_files = use_ignore_files
         self._upgrade: threading.Thread | None = None
         self._guard = threading.Lock()
+        self._prepared: tuple[IndexManifest, StatPass] | None = None
 
     def changes(self, manifest: IndexManifest) -> Changes:
         """Files added, modified and removed on disk since ``manifest``'s scan (a stat pass; nothing is read)."""
-        return changed_files(self.root, manifest.stats or {}, use_ignore_files=self.use_ignore_files,
-                             exclude_dirs=[self.store.directory], walk_stats=manifest.walk_stats)
+        return self._stat_pass(manifest).changes()
+
+    def _stat_pass(self, manifest: IndexManifest) -> StatPass:
+        """``manifest``'s stats prepared for stat passes, once per manifest (paths joined and encoded, numbers in arrays)."""
+        prepared = self._prepared
+        if prepared is None or prepared[0] is not manifest:
+            prepared = self._prepared = (manifest, StatPass(
+                self.root, manifest.stats or {}, walk_stats=manifest.walk_stats, use_ignore_files=self.use_ignore_files,
+                exclude_dirs=[self.store.directory]))
+        return prepared[1]
 
     def refresh(self, loaded: LoadedIndex, rebuild: Callable[[], LoadedIndex]) -> tuple[LoadedIndex, int]:
         """Re-index the changed files, if any: ``(the index now, how many files changed)``.
