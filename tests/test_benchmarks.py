@@ -12,6 +12,7 @@ BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 sys.path.insert(0, str(BENCHMARKS))
 
 import chunker_speed  # noqa: E402
+import freshness  # noqa: E402
 import quality  # noqa: E402
 import seed_requests  # noqa: E402
 
@@ -498,3 +499,15 @@ def test_tune_reports_the_questions_without_tuning_on_them(tmp_path: Path, tiny_
         assert variant["requests"]["questions"] == 10 and len(variant["requests"]["identifier_ranks"]) == 2
         assert variant["requests_floor"] == (variant["requests"]["top5"] >= 6 and variant["requests"]["top10"] >= 8
                                              and variant["requests"]["identifier_ranks"] == [1, 1])
+
+
+def test_freshness_runs_every_part_keyword_only(tmp_path: Path) -> None:
+    pytest.importorskip("watchfiles")
+    out = tmp_path / "freshness.json"
+    assert freshness.main(["--files", "120", "--rounds", "1", "--model", "none", "--json", str(out)]) == 0
+    result = json.loads(out.read_text())
+    (floor,) = result["floor"].values()
+    assert floor["files"] == 120 and floor["ratio"] > 0 and floor["floor_ms"] > 0 and floor["pass_python_ms"] > 0
+    (warm,) = result["warm"].values()
+    assert warm["refreshed"] == 0 and {"watch_p50_ms", "stat_p50_ms", "norefresh_p50_ms"} <= set(warm)
+    assert result["edit_to_search_refreshed"] == [1] and sum(result["edit_to_search_watch_refreshed"]) == 1
