@@ -217,6 +217,26 @@ def test_when_the_watch_limit_is_reached_the_stat_pass_takes_over_and_says_so(
     cs.close()
 
 
+def test_a_folder_gone_before_its_watch_was_added_is_watched_again_after_the_refresh(
+        repo: Path, tmp_path: Path, no_leaked_watchers: None) -> None:
+    (repo / "old").mkdir()
+    (repo / "old" / "legacy.py").write_text("def legacy_helper():\n    return 0\n")
+    with CodeSearch(repo, model=None, index_dir=tmp_path / "index", watch=True) as cs:
+        cs.index()
+        (repo / "old" / "legacy.py").unlink()
+        (repo / "old").rmdir()  # the index still names the folder: watching it fails
+        cs.search("handler", k=1, mode="bm25", refresh=False)
+        first = cs._freshness._watcher
+        assert first is not None and not first.wait_started(DEADLINE_S) and isinstance(first.error, FileNotFoundError)
+        assert cs.search("legacy_helper", k=1, mode="bm25") == []  # the stat pass saw the removal
+        assert cs.last_search is not None and cs.last_search.refreshed == 1
+        cs.search("handler", k=1, mode="bm25")  # the new index's folders: a new watcher
+        second = cs._freshness._watcher
+        assert second is not None and second is not first and second.wait_started(DEADLINE_S)
+        cs.search("handler", k=1, mode="bm25")
+        assert cs.status()["freshness"] == "watch"
+
+
 def test_a_network_file_system_is_not_watched(repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                               no_leaked_watchers: None) -> None:
     monkeypatch.setattr(watch_module, "_file_system", lambda root: "nfs4")

@@ -105,11 +105,10 @@ class Freshness:
         walk_stats = manifest.walk_stats
         folders = frozenset(key[:-1] if key != "/" else "" for key in walk_stats or {} if key.endswith("/")) or {""}
         running = self._watcher
-        if running is not None and (running.recursive or folders <= running.folders) and running.state != FAILED:
+        if running is not None and (running.recursive or folders <= running.folders):
             return
         if running is not None:
-            running.stop(timeout=0)
-            self._watchers.remove(running)
+            self._retire(running)
         watcher = FolderWatcher(self._stat_pass(manifest).root, folders, exclude=[self.store.directory],
                                 recursive=True if not walk_stats else None)
         self._watchers.append(watcher)
@@ -132,8 +131,20 @@ class Freshness:
             self._caught_up = True
             return None
         if state == FAILED:
-            self._give_up(watcher.reason or "the watcher stopped")
+            if isinstance(watcher.error, FileNotFoundError):
+                # A folder went away before its watch was added: the stat pass sees it, and the index it
+                # rebuilds gets a watcher over the folders that are there.
+                self._retire(watcher)
+            else:
+                self._give_up(watcher.reason or "the watcher stopped")
         return None
+
+    def _retire(self, watcher: FolderWatcher) -> None:
+        watcher.stop(timeout=0)
+        if watcher in self._watchers:
+            self._watchers.remove(watcher)
+        if self._watcher is watcher:
+            self._watcher = None
 
     def _give_up(self, reason: str) -> None:
         """Leave the stat pass in charge for good, saying why once."""
