@@ -1,7 +1,8 @@
-"""Build the Cython line chunker.
+"""Build the Cython extensions: the line chunker, and (on POSIX) the stat pass's table.
 
-The extension is optional at run time (``codesearch.chunking`` falls back to the
-pure-Python twin), so a compile failure only warns -- except in CI or when
+Each extension is optional at run time (``codesearch.chunking`` and
+``codesearch.files.changes`` fall back to their pure-Python twins), so a
+compile failure only warns -- except in CI or when
 ``CODESEARCH_REQUIRE_EXTENSION=1``, where it fails the build, so a broken
 extension can never hide behind the fallback.
 """
@@ -28,7 +29,7 @@ class OptionalBuildExt(build_ext):
         except Exception as exc:  # any compiler or toolchain failure
             if _extension_required():
                 raise
-            warnings.warn(f"codesearch: Cython chunker not built ({exc}); the pure-Python twin will be used", stacklevel=2)
+            warnings.warn(f"codesearch: Cython extensions not built ({exc}); the pure-Python twins will be used", stacklevel=2)
 
     def build_extension(self, ext: Extension) -> None:
         try:
@@ -50,10 +51,14 @@ def _extensions() -> list[Extension]:
     except ImportError:
         if _extension_required():
             raise
-        warnings.warn("codesearch: Cython is not installed; the pure-Python chunker will be used", stacklevel=2)
+        warnings.warn("codesearch: Cython is not installed; the pure-Python twins will be used", stacklevel=2)
         return []
+    extensions = [Extension("codesearch._chunker", ["codesearch/_chunker.pyx"], extra_compile_args=_optimise())]
+    if os.name == "posix":  # stat(2) itself; elsewhere os.stat is the only way, so the pure twin is the fast one too
+        extensions.append(Extension("codesearch.files._statpass", ["codesearch/files/_statpass.pyx"],
+                                    extra_compile_args=_optimise()))
     return cythonize(
-        [Extension("codesearch._chunker", ["codesearch/_chunker.pyx"], extra_compile_args=_optimise())],
+        extensions,
         compiler_directives={"language_level": "3", "boundscheck": False, "wraparound": False},
     )
 

@@ -268,7 +268,8 @@ def related(location: str, path: str, model: str, index_dir: str | None, int8: b
 @json_option
 @reports_errors
 def status(path: str, model: str, index_dir: str | None, int8: bool, as_json: bool) -> None:
-    """The index of PATH: model, tier, counts, last update, and files changed on disk since (nothing is re-indexed)."""
+    """The index of PATH: model, tier, counts, last update, files changed on disk since (nothing is re-indexed), and
+    how searches find changes (freshness: a one-shot command runs a stat pass; the MCP server watches)."""
     facts = _searcher(path, model, index_dir, int8).status()
     if as_json:
         _echo_json(facts)

@@ -17,6 +17,12 @@ A repository answers from its static tier as soon as that exists; the
 transformer tier is then built in a background thread of this process (one
 per repository, holding the index's write lock; ``CodeSearch(background_upgrade=True)``),
 and searches switch to it when it is committed.
+
+Each repository is watched for changes (``CodeSearch(watch=True)``): a search
+re-checks only the files the system reported changed, and none at all when
+nothing did; where watching is not possible, each search runs the stat pass,
+and ``index_status`` says which is active (``freshness``, ``freshness_reason``).
+The watchers stop when the client closes the session.
 """
 
 from __future__ import annotations
@@ -55,14 +61,15 @@ class Workspace:
         background: build the transformer tier in a background thread after a
             repository's first answer (``CodeSearch(background_upgrade=True)``;
             off in tests that want a fixed tier).
-        **options: passed to every :class:`CodeSearch` (``model``, ``int8``, ...).
+        **options: passed to every :class:`CodeSearch` (``model``, ``int8``, ...);
+            ``watch`` is on unless set to ``False``.
     """
 
     def __init__(self, roots: list[str], *, background: bool = True, **options: Any) -> None:
         if not roots:
             roots = ["."]
         self.default = Path(roots[0]).expanduser().resolve()
-        self.options = {**options, "background_upgrade": background}
+        self.options = {"watch": True, **options, "background_upgrade": background}
         self._searchers: dict[Path, CodeSearch] = {}
         self._locks: dict[Path, threading.Lock] = {}
         self._guard = threading.Lock()
@@ -84,6 +91,13 @@ class Workspace:
     def wait_for_upgrades(self, timeout: float | None = None) -> None:
         for searcher in list(self._searchers.values()):
             searcher.wait_for_upgrade(timeout)
+
+    def close(self) -> None:
+        """Stop every repository's file watcher (searches after this stat the files)."""
+        with self._guard:
+            searchers = list(self._searchers.values())
+        for searcher in searchers:
+            searcher.close()
 
 
 def _trim(hit: Hit, max_lines: int) -> dict[str, Any]:
@@ -219,7 +233,10 @@ def serve(roots: list[str], **options: Any) -> None:
     import sys
 
     ws = Workspace(roots, **options)
-    build_server(ws).run("stdio")
+    try:
+        build_server(ws).run("stdio")
+    finally:
+        ws.close()
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)

@@ -71,8 +71,15 @@ class CodeSearch:
         fast_start: when a search finds no index, build the static tier first
             and answer from it (the transformer tier follows with
             :meth:`index`); ``False`` builds the full index before answering.
-        refresh: before each search, stat the files and re-index the ones that
-            changed (``search(refresh=...)`` overrides it per call).
+        refresh: before each search, find the files that changed and re-index
+            them (``search(refresh=...)`` overrides it per call).
+        watch: find them with a file watcher (inotify, FSEvents or
+            ReadDirectoryChangesW, through ``watchfiles``) instead of a stat
+            pass before each search: a search with nothing changed checks
+            nothing, and a burst of changes is one refresh. For long-lived
+            processes (the MCP server uses it); where watching is not possible
+            the stat pass stays, and :meth:`status` says which is active and
+            why. Call :meth:`close` (or use ``with``) to stop the watcher.
         background_upgrade: after a search answered from the static tier,
             build the transformer tier in a background thread; a search whose
             files changed stops it, refreshes, and it starts again (the MCP
@@ -110,6 +117,7 @@ class CodeSearch:
         static: TextEmbedder | bool | None = None,
         fast_start: bool = True,
         refresh: bool = True,
+        watch: bool = False,
         background_upgrade: bool = False,
         use_ignore_files: bool = True,
         chunking: Chunking = "definitions",
@@ -136,7 +144,7 @@ class CodeSearch:
         self._tiers = Tiers(model, int8, static, self.store.directory)
         options = BuildOptions(chunking, chunk_params or ChunkParams.for_chunking(chunking), use_ignore_files, embed_tests)
         self._builder = IndexBuilder(self.root, self.store, self._tiers, options)
-        self._freshness = Freshness(self.root, self.store, use_ignore_files)
+        self._freshness = Freshness(self.root, self.store, use_ignore_files, watch=watch)
         self._loaded: LoadedIndex | None = None
 
     # -- models ------------------------------------------------------------------
@@ -204,6 +212,16 @@ class CodeSearch:
     def wait_for_upgrade(self, timeout: float | None = None) -> None:
         """Wait for a background build of the transformer tier (``background_upgrade``) to end."""
         self._freshness.wait(timeout)
+
+    def close(self) -> None:
+        """Stop the file watcher (``watch=True``); later searches stat the files instead. The index stays as it is."""
+        self._freshness.close()
+
+    def __enter__(self) -> CodeSearch:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def _build(self, tier: Tier, *, progress: bool, first_answer: bool = False) -> IndexReport:
         with self.store.write_lock(timeout=self.lock_timeout):
@@ -295,8 +313,8 @@ class CodeSearch:
             source_first: ``None`` ranks as the ranking says; ``True`` or
                 ``False`` puts tests, docs and config below source or not, for
                 this query (:meth:`Ranking.source_first`).
-            refresh: stat the files first and re-index those that changed
-                (default: the searcher's ``refresh``).
+            refresh: find the files that changed first (a stat pass, or the
+                watcher's report) and re-index them (default: the searcher's ``refresh``).
 
         Filtering happens before the top-k cut, so asking for 10 source hits
         returns 10 source hits when there are that many. A repository never
@@ -324,6 +342,7 @@ class CodeSearch:
         if mode != "bm25" and self._tiers.keyword_only:
             raise ModelNotAvailableError(KEYWORD_ONLY)
         loaded, built = self._current()
+        self._freshness.follow(loaded)  # watch=True: a watcher over this index's folders, started once
         if mode != "bm25":
             self._tiers.check_name(loaded.manifest)
         wanted = self.refresh if refresh is None else refresh
@@ -421,7 +440,8 @@ class CodeSearch:
                 "format_version": raw.get("format_version")}
 
     def status(self) -> dict[str, Any]:
-        """:meth:`info`, plus how many files changed on disk since (a stat pass; nothing is re-indexed).
+        """:meth:`info`, plus how many files changed on disk since (a stat pass; nothing is re-indexed), and how
+        searches find changes: ``freshness`` is ``"watch"`` or ``"stat"``, ``freshness_reason`` says why.
 
         Raises:
             IndexNotFoundError: nothing has been indexed yet.
@@ -431,6 +451,8 @@ class CodeSearch:
         facts["changed_files"] = len(changes)
         facts["changes"] = {"added": list(changes.added), "modified": list(changes.modified),
                             "removed": list(changes.removed)}
+        self._freshness.follow(self._current()[0])
+        facts.update(self._freshness.describe())
         return facts
 
 

@@ -14,6 +14,7 @@ BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 sys.path.insert(0, str(BENCHMARKS))
 
 import chunker_speed  # noqa: E402
+import freshness  # noqa: E402
 import quality  # noqa: E402
 import seed_requests  # noqa: E402
 
@@ -620,3 +621,15 @@ def test_monorepo_compose_takes_whole_repositories_in_order() -> None:
     assert size.folders == ["a", "c", "d"] and size.chunks == 3700 and size.replicas == 0  # b does not fit
     size = monorepo.compose(30000, counts, order=["a", "b", "c", "d"])
     assert size.folders[:4] == ["a", "b", "c", "d"] and size.folders[4:6] == ["copy-2/a", "copy-2/b"]
+
+
+def test_freshness_runs_every_part_keyword_only(tmp_path: Path) -> None:
+    pytest.importorskip("watchfiles")
+    out = tmp_path / "freshness.json"
+    assert freshness.main(["--files", "120", "--rounds", "1", "--model", "none", "--json", str(out)]) == 0
+    result = json.loads(out.read_text())
+    (floor,) = result["floor"].values()
+    assert floor["files"] == 120 and floor["ratio"] > 0 and floor["floor_ms"] > 0 and floor["pass_python_ms"] > 0
+    (warm,) = result["warm"].values()
+    assert warm["refreshed"] == 0 and {"watch_p50_ms", "stat_p50_ms", "norefresh_p50_ms"} <= set(warm)
+    assert result["edit_to_search_refreshed"] == [1] and sum(result["edit_to_search_watch_refreshed"]) == 1

@@ -224,6 +224,7 @@ def test_status_reports_changed_files_and_no_refresh_skips_them(repo: Path, keyw
     (repo / "src" / "added.py").write_text("def added_helper():\n    return 3\n")
     status = json.loads(_run("status", str(repo), "--model", "none", "--index-dir", str(keyword_index), "--json").stdout)
     assert status["changed_files"] == 1 and status["changes"]["added"] == ["src/added.py"]
+    assert status["freshness"] == "stat" and "watch=False" in status["freshness_reason"]  # one-shot: no watcher
     stale = json.loads(_run("search", "added_helper", str(repo), "--model", "none", "--mode", "bm25",
                             "--index-dir", str(keyword_index), "--no-refresh", "--json").stdout)
     assert stale["refreshed"] == 0 and all(h["path"] != "src/added.py" for h in stale["hits"])

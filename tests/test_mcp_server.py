@@ -114,7 +114,7 @@ class _SlowEmbedder(HashingEmbedder):
 def test_a_search_during_the_background_build_stats_once_and_sees_an_edit(tmp_path: Path,
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     import codesearch.index.builder as builder_module
-    import codesearch.index.freshness as freshness_module
+    from codesearch.files.changes import StatPass
     from codesearch.mcp_server import Workspace, tool_search
 
     repo = tmp_path / "repo"
@@ -123,15 +123,15 @@ def test_a_search_during_the_background_build_stats_once_and_sees_an_edit(tmp_pa
         (repo / "pkg" / f"mod{n}.py").write_text(f"def handler_{n}(request):\n    return request.path + '{n}'\n")
     monkeypatch.setattr(builder_module, "CHECKPOINT_EVERY", 1)  # a checkpoint per chunk: the build can stop soon
     stat_passes: list[int] = []
-    counted = freshness_module.changed_files
+    counted = StatPass.changes
 
-    def counting(*args, **kwargs):  # type: ignore[no-untyped-def]
+    def counting(self):  # type: ignore[no-untyped-def]
         stat_passes.append(1)
-        return counted(*args, **kwargs)
+        return counted(self)
 
-    monkeypatch.setattr(freshness_module, "changed_files", counting)
+    monkeypatch.setattr(StatPass, "changes", counting)
     ws = Workspace([str(repo)], model=_SlowEmbedder(name="dense"), index_dir=tmp_path / "index",
-                   static=HashingEmbedder(name="dense", dim=64, salt="static"))
+                   static=HashingEmbedder(name="dense", dim=64, salt="static"), watch=False)  # the stat pass's way
     first = tool_search(ws, "handler_3", k=1)
     assert first["tier"] == "static" and first["hits"][0]["path"] == "pkg/mod3.py"
     cs, _ = ws.searcher(None)
@@ -153,3 +153,67 @@ def test_a_search_during_the_background_build_stats_once_and_sees_an_edit(tmp_pa
     ws.wait_for_upgrades(timeout=30)
     done = tool_search(ws, "zebra_crossing", k=1)
     assert done["tier"] == "full" and done["hits"][0]["path"] == "pkg/zoo.py"
+
+
+def _until(condition, what: str, timeout: float = 20.0) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"gave up waiting for {what}"
+        time.sleep(0.002)
+
+
+def _watch_threads() -> list[Any]:
+    import threading
+
+    return [t for t in threading.enumerate() if t.name.startswith("codesearch-watch-") and t.is_alive()]
+
+
+def test_the_server_watches_each_repository_says_so_and_stops_watching_on_close(tmp_path: Path,
+                                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    import codesearch.index.builder as builder_module
+    from codesearch.files.changes import StatPass
+    from codesearch.mcp_server import Workspace, tool_index_status, tool_search
+
+    repo = tmp_path / "repo"
+    (repo / "pkg").mkdir(parents=True)
+    for n in range(12):
+        (repo / "pkg" / f"mod{n}.py").write_text(f"def handler_{n}(request):\n    return request.path + '{n}'\n")
+    monkeypatch.setattr(builder_module, "CHECKPOINT_EVERY", 1)
+    stat_passes: list[int] = []
+    counted = StatPass.changes
+
+    def counting(self):  # type: ignore[no-untyped-def]
+        stat_passes.append(1)
+        return counted(self)
+
+    monkeypatch.setattr(StatPass, "changes", counting)
+    ws = Workspace([str(repo)], model=_SlowEmbedder(name="dense"), index_dir=tmp_path / "index",
+                   static=HashingEmbedder(name="dense", dim=64, salt="static"))
+    try:
+        assert tool_search(ws, "handler_3", k=1)["hits"][0]["path"] == "pkg/mod3.py"
+        cs, _ = ws.searcher(None)
+        watcher = cs._freshness._watcher
+        assert watcher is not None and watcher.wait_started(20)
+        tool_search(ws, "handler_4", k=1)  # the one stat pass after the watches are in place
+        status = tool_index_status(ws)
+        assert status["freshness"] == "watch" and "watching" in status["freshness_reason"]
+        build = cs._freshness._upgrade
+        assert build is not None and build.is_alive()  # the transformer tier is still being built
+
+        # Nothing changed: no stat pass at all, and the build goes on.
+        stat_passes.clear()
+        assert tool_search(ws, "handler_5", k=1)["refreshed"] == 0
+        assert stat_passes == [] and build.is_alive()
+
+        # An edit, once reported: the build stops at its next checkpoint, the search refreshes and shows it.
+        (repo / "pkg" / "zoo.py").write_text("def zebra_crossing():\n    return 'stripes'\n")
+        _until(lambda: "pkg/zoo.py" in watcher._pending, "the new file to be reported")
+        found = tool_search(ws, "zebra_crossing", k=1)
+        assert found["hits"][0]["path"] == "pkg/zoo.py" and found["refreshed"] == 1
+        assert not build.is_alive() and stat_passes == []
+        assert _watch_threads()
+    finally:
+        ws.close()
+        ws.wait_for_upgrades(timeout=30)
+    assert not _watch_threads()
+    assert tool_index_status(ws)["freshness"] == "stat"
