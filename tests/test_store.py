@@ -33,7 +33,7 @@ import pytest
 
 import codesearch.index.store as store_module
 from codesearch.cache import default_index_dir
-from codesearch.exceptions import IndexCorruptError, IndexLockedError, IndexNotFoundError
+from codesearch.exceptions import IndexCorruptError, IndexLockedError, IndexNotFoundError, IndexReadOnlyError
 from codesearch.index.store import FORMAT_VERSION, IndexSnapshot, IndexStore
 
 REPO = Path(__file__).resolve().parents[1]
@@ -403,6 +403,33 @@ def test_writer_with_timeout_takes_the_lock_once_it_is_released(tmp_path, monkey
     assert second.load() == make_state(1)
     with first.write_lock(timeout=0):  # and the second writer let it go
         pass
+
+
+def test_a_read_only_store_reads_and_refuses_every_write_without_creating_a_file(tmp_path):
+    IndexStore(tmp_path).save(make_state(1))
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    (tmp_path / "LOCK").unlink()
+    reader = IndexStore(tmp_path, read_only=True)
+    assert reader.load() == make_state(1) and reader.read_manifest() == make_state(1).manifest
+    for write in (lambda: reader.save(make_state(2)), lambda: reader.write_lock().__enter__(),
+                  lambda: reader.save_checkpoint("f" * 64, ["k"], np.zeros((1, 2), np.float32)),
+                  reader.clear_checkpoint):
+        with pytest.raises(IndexReadOnlyError, match="read-only here.*codesearch index PATH --index-dir"):
+            write()
+    assert sorted(p.name for p in tmp_path.rglob("*")) == [n for n in before if n != "LOCK"]
+    assert isinstance(IndexReadOnlyError("x"), PermissionError)
+
+
+def test_a_store_is_writable_unless_its_folder_or_lock_or_file_system_says_no(tmp_path, monkeypatch):
+    store = IndexStore(tmp_path / "new" / "index")
+    assert store.is_writable()  # not there yet: its nearest folder decides
+    IndexStore(tmp_path).save(make_state(1))
+    assert IndexStore(tmp_path).is_writable()
+    monkeypatch.setattr(store_module.os, "access", lambda path, mode: Path(path).name != "LOCK")
+    assert not IndexStore(tmp_path).is_writable()  # (root ignores permission bits, so os.access is faked)
+    monkeypatch.setattr(store_module.os, "access", lambda path, mode: True)
+    monkeypatch.setattr(store_module, "_mounted_read_only", lambda folder: True)
+    assert not IndexStore(tmp_path).is_writable()
 
 
 def test_lock_is_reentrant_for_its_store_and_exclusive_between_threads(tmp_path):

@@ -89,8 +89,13 @@ class IndexBuilder:
         self._cancel.set()
 
     def build(self, tier: Tier, previous: LoadedIndex | None, *, progress: bool = False,
-              first_answer: bool = False) -> tuple[LoadedIndex, IndexReport]:
+              first_answer: bool = False, commit: bool = True) -> tuple[LoadedIndex, IndexReport]:
         """Index the repository as it is on disk now and commit it; call under the store's write lock.
+
+        With ``commit=False`` nothing is written (no checkpoint, no generation,
+        no lock needed): the new index lives in memory only, keeping the token
+        of ``previous`` (the generation it was built on). That is how a
+        read-only index sees the files changed since it was built.
 
         Args:
             tier: ``full`` (transformer vectors, plus the static tier when
@@ -101,6 +106,7 @@ class IndexBuilder:
             progress: show a progress bar while embedding.
             first_answer: building for a search's first answer: the static
                 tier where its model can be had, else the transformer's.
+            commit: commit the new index to the store (``False``: in memory only).
 
         Returns:
             The new index in memory and what the run did.
@@ -149,11 +155,16 @@ class IndexBuilder:
                 assert previous is not None
                 self.tiers.check(previous.manifest, FULL, embedder)
             vectors[FULL], embedded = self._vectors(embedder, FULL, documents, keys, read, previous, progress=progress,
-                                                    heads=heads)
+                                                    heads=heads, checkpoint=commit)
             full_facts = TierFacts(embedder.spec.name, embedder.fingerprint, embedder.dim, unread_kinds)
             tier = FULL
 
-        bm25 = BM25().fit([keyword_text(c.path, c.text) for c in chunks])
+        # The same chunk texts in the same order are the same keyword documents (a key hashes path and text):
+        # an index whose files moved, or were only touched, keeps its fitted BM25.
+        if previous is not None and keys == previous.chunk_keys():
+            bm25 = previous.bm25
+        else:
+            bm25 = BM25().fit([keyword_text(c.path, c.text) for c in chunks])
         manifest = IndexManifest(
             root=str(self.root),
             tier=tier,
@@ -174,10 +185,14 @@ class IndexBuilder:
         ]
         arrays = {ARRAYS[t]: v for t, v in vectors.items()}
         arrays.update({BM25_PREFIX + name: array for name, array in bm25.to_arrays().items()})
-        self.store.save(IndexSnapshot(manifest.to_json(), records, arrays))
-        self.store.clear_checkpoint()
-        loaded = LoadedIndex(manifest, records, vectors, bm25, self.store.current_token())
-        old_keys = {record["key"] for record in previous.records} if previous is not None else set()
+        if commit:
+            self.store.save(IndexSnapshot(manifest.to_json(), records, arrays))
+            self.store.clear_checkpoint()
+            token = self.store.current_token()
+        else:
+            token = previous.token if previous is not None else None
+        loaded = LoadedIndex(manifest, records, vectors, bm25, token)
+        old_keys = set(previous.chunk_keys()) if previous is not None else set()
         report = IndexReport(
             files=len(result.files),
             chunks=len(chunks),
@@ -228,14 +243,14 @@ class IndexBuilder:
 
     def _vectors(
         self, embedder: TextEmbedder, tier: Tier, documents: Sequence[str], keys: Sequence[str], rows: Sequence[int] | range,
-        previous: LoadedIndex | None, *, progress: bool, heads: dict[int, int] | None = None,
+        previous: LoadedIndex | None, *, progress: bool, heads: dict[int, int] | None = None, checkpoint: bool = True,
     ) -> tuple[np.ndarray, int]:
         """One tier's vectors: ``rows`` get stored ones reused by key or new ones, the rest zeros; and how many were new.
 
         ``heads`` (the transformer tier's, ``{row: row it copies}``, rows among ``rows``): later windows of a long
         definition, which get their first window's vector instead of one of their own. Such rows of the stored
         index hold another chunk's vector, so they are never reused by their own key. Only the transformer's
-        vectors are checkpointed (the static tier embeds thousands of chunks a second).
+        vectors are checkpointed (the static tier embeds thousands of chunks a second), and only with ``checkpoint``.
         """
         shares_windows = heads is not None
         heads = heads or {}
@@ -250,7 +265,7 @@ class IndexBuilder:
                          if record.get("kind") not in unread and i not in copies)
         rows = [i for i in rows if i not in heads]
         missing = [i for i in rows if keys[i] not in found]
-        fresh = self._embed(embedder, documents, keys, missing, checkpoint=tier == FULL, progress=progress)
+        fresh = self._embed(embedder, documents, keys, missing, checkpoint=checkpoint and tier == FULL, progress=progress)
         out = np.zeros((len(keys), embedder.dim), dtype=np.float32)
         for i in rows:
             out[i] = fresh[i] if i in fresh else found[keys[i]]

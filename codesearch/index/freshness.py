@@ -50,7 +50,8 @@ class Freshness:
 
         ``rebuild`` runs under the store's write lock, taken without waiting:
         when another writer holds it, the committed index answers as it is
-        (0 files refreshed). An index older than the stat pass is left for
+        (0 files refreshed). A read-only store takes no lock: ``rebuild``
+        builds in memory only. An index older than the stat pass is left for
         ``codesearch index`` to bring up to date.
         """
         if loaded.manifest.stats is None:
@@ -58,6 +59,8 @@ class Freshness:
         found = self.changes(loaded.manifest)
         if not found:
             return loaded, 0
+        if self.store.read_only:
+            return rebuild(), len(found)
         try:
             with self.store.write_lock(timeout=0):
                 return rebuild(), len(found)

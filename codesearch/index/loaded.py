@@ -104,6 +104,10 @@ class LoadedIndex:
         return Hit(c["path"], c["start_line"], c["end_line"], float(score), c["kind"], c["text"],
                    tuple(c.get("symbols", ())))
 
+    def chunk_keys(self) -> list[str]:
+        """Every chunk's key (:func:`~codesearch.index.builder.chunk_key`: the sha256 of its model input), in chunk order."""
+        return [c["key"] for c in self.records]
+
     def chunks_of(self, path: str) -> list[int]:
         """The chunks of the file ``path``, in file order (empty when it is not indexed)."""
         return [i for i, p in enumerate(self.paths) if p == path]
