@@ -28,10 +28,12 @@ import numpy as np
 from codesearch.cache import default_index_dir
 from codesearch.chunking import ChunkParams, document_text
 from codesearch.embedding.catalogue import DEFAULT_MODEL, ModelSpec
-from codesearch.exceptions import IndexCorruptError, ModelNotAvailableError, RootNotFoundError
+from codesearch.exceptions import IndexCorruptError, IndexNotFoundError, ModelNotAvailableError, RootNotFoundError
 from codesearch.files import Changes
 from codesearch.index import BuildOptions, Freshness, IndexBuilder, IndexManifest, IndexStore, LoadedIndex, Tiers
 from codesearch.index.builder import chunk_key
+from codesearch.index.navigation import find_definitions, find_references
+from codesearch.index.notes import why_empty
 from codesearch.index.tiers import KEYWORD_ONLY, default_tier
 from codesearch.ranking import Ranking, resolve_ranking
 from codesearch.scope import Scope, as_strings
@@ -47,6 +49,7 @@ from codesearch.types import (
     IndexReport,
     Mode,
     SearchInfo,
+    SymbolHits,
     TextEmbedder,
     Tier,
 )
@@ -94,6 +97,15 @@ class CodeSearch:
         lock_timeout: seconds to wait for another writer of the same index.
         progress: show a progress bar when :meth:`search` has to build the
             index first (``index(progress=...)`` decides for itself).
+        read_only: never write the index: no lock, no commit, no checkpoint.
+            Files changed since it was built are refreshed in memory, for this
+            process only; :meth:`index` raises :class:`IndexReadOnlyError`.
+            ``None`` (default) is read-only when this process cannot write the
+            index folder (a read-only folder or file system).
+
+    An index folder can be moved with its repository (another path, another
+    machine, new file times): contents that match are not chunked or embedded
+    again, so the first search there re-reads the files and embeds nothing.
 
     Example:
         >>> cs = CodeSearch("path/to/repo")                       # doctest: +SKIP
@@ -118,6 +130,7 @@ class CodeSearch:
         embed_tests: bool | None = None,
         lock_timeout: float = 30.0,
         progress: bool = False,
+        read_only: bool | None = None,
     ) -> None:
         if chunking not in CHUNKINGS:
             raise ValueError(f"unknown chunking {chunking!r}; use one of {', '.join(CHUNKINGS)}")
@@ -125,7 +138,10 @@ class CodeSearch:
         if not self.root.is_dir():
             what = "not a directory" if self.root.exists() else "path does not exist"
             raise RootNotFoundError(f"{what}: {root}")
-        self.store = IndexStore(index_dir if index_dir is not None else default_index_dir(self.root))
+        directory = index_dir if index_dir is not None else default_index_dir(self.root)
+        if read_only is None:
+            read_only = not IndexStore(directory).is_writable()
+        self.store = IndexStore(directory, read_only=read_only)
         self.ranking = resolve_ranking(ranking)
         self.fast_start = fast_start
         self.refresh = refresh
@@ -205,7 +221,13 @@ class CodeSearch:
         """Wait for a background build of the transformer tier (``background_upgrade``) to end."""
         self._freshness.wait(timeout)
 
+    @property
+    def read_only(self) -> bool:
+        """Whether this searcher never writes its index (see the ``read_only`` argument)."""
+        return self.store.read_only
+
     def _build(self, tier: Tier, *, progress: bool, first_answer: bool = False) -> IndexReport:
+        self.store.check_writable("be built or updated")
         with self.store.write_lock(timeout=self.lock_timeout):
             self._loaded, report = self._builder.build(tier, self._committed(), progress=progress,
                                                        first_answer=first_answer)
@@ -227,6 +249,10 @@ class CodeSearch:
         """The committed index in memory (built first when there is none) and whether it was just built."""
         token = self.store.current_token()
         if token is None:
+            if self.read_only:
+                raise IndexNotFoundError(
+                    f"no index at {self.store.directory}, which is read-only here; build it where it is writable: "
+                    f"`codesearch index {self.root} --index-dir {self.store.directory}`")
             self._build(default_tier(self._tiers, self.fast_start), progress=self.progress, first_answer=True)
             assert self._loaded is not None
             return self._loaded, True
@@ -244,17 +270,31 @@ class CodeSearch:
         """
         if not self.store.exists():
             return Changes()
-        return self._freshness.changes(self._current()[0].manifest)
+        return self._freshness.changes(IndexManifest.from_json(self.store.read_manifest()))
 
     def _refresh(self, loaded: LoadedIndex) -> tuple[LoadedIndex, int]:
-        """Re-index the files changed since ``loaded`` (see :meth:`Freshness.refresh`)."""
+        """Re-index the files changed since ``loaded`` (see :meth:`Freshness.refresh`); in memory only when read-only."""
 
         def rebuild() -> LoadedIndex:
             tier = KEYWORD if self._tiers.keyword_only else loaded.manifest.tier
-            self._loaded, _ = self._builder.build(tier, loaded)
+            self._loaded, _ = self._builder.build(tier, loaded, commit=not self.read_only)
             return self._loaded
 
         return self._freshness.refresh(loaded, rebuild)
+
+    def _stat_pass_wanted(self, loaded: LoadedIndex, built: bool, refresh: bool | None) -> bool:
+        """Whether to stat the files before answering (and re-index those changed)."""
+        wanted = self.refresh if refresh is None else refresh
+        if wanted and self.background_upgrade and not built:
+            # While the transformer tier is built in the background, its stat pass decides for this search's.
+            wanted = self._freshness.pause_upgrade_for_changes(loaded.manifest, self._builder.cancel) is not False
+        # Refreshing embeds changed chunks, so it needs this searcher's model to be the index's.
+        return not built and wanted and self._tiers.may_write(loaded.manifest)
+
+    def _upgrade_after(self, tier: Tier | None) -> None:
+        """After answering from the static tier, build the transformer's in the background (``background_upgrade``)."""
+        if self.background_upgrade and tier == STATIC and not self.read_only:
+            self._freshness.upgrade_soon(lambda: self.index(tier=FULL))
 
     # -- searching -----------------------------------------------------------------
 
@@ -318,12 +358,7 @@ class CodeSearch:
         loaded, built = self._current()
         if mode != "bm25":
             self._tiers.check_name(loaded.manifest)
-        wanted = self.refresh if refresh is None else refresh
-        if wanted and self.background_upgrade and not built:
-            # While the transformer tier is built in the background, its stat pass decides for this search's.
-            wanted = self._freshness.pause_upgrade_for_changes(loaded.manifest, self._builder.cancel) is not False
-        # Refreshing embeds changed chunks, so it needs this searcher's model to be the index's.
-        stat_pass = not built and wanted and self._tiers.may_write(loaded.manifest)
+        stat_pass = self._stat_pass_wanted(loaded, built, refresh)
         mask = where.mask(loaded.paths, loaded.kinds) if not where.is_unrestricted else None
         tier: Tier | None = None
         query_vector: np.ndarray | None = None
@@ -341,11 +376,90 @@ class CodeSearch:
             now, now_embedder = self._tiers.answering(loaded, mask) if refreshed else (tier, embedder)
             query_vector = pending.result() if now_embedder is embedder else now_embedder.embed_query(query)
             tier = now
+            if not np.any(query_vector):
+                query_vector = None  # a static model that knows none of the query's tokens: nothing to rank by
         ranked = loaded.rank(query, mode, tier, query_vector, ranking, k, mask)
-        self.last_search = SearchInfo(tier or KEYWORD, refreshed, built, time.perf_counter() - started)
-        if self.background_upgrade and tier == STATIC:
-            self._freshness.upgrade_soon(lambda: self.index(tier=FULL))
+        note = None
+        if not ranked:
+            note = why_empty(loaded, where, mask, query, mode, self.root, self._freshness.use_ignore_files,
+                             [self.store.directory])
+        self.last_search = SearchInfo(tier or KEYWORD, refreshed, built, time.perf_counter() - started, note)
+        self._upgrade_after(tier)
         return [loaded.hit(i, score) for i, score in ranked]
+
+    def definitions(self, name: str, k: int = 10, *, refresh: bool | None = None) -> SymbolHits:
+        """The chunks that define ``name``, from the symbol table of the definition chunker.
+
+        ``name`` is bare (``send``: every definition whose last part it is,
+        ``Session.send`` among them) or qualified (``Session.send``, in any
+        language's qualifier syntax: ``Session::send`` finds it too). Symbols
+        written with the same case come first, then those that differ only in
+        case; among them, definitions in source files before stubs, examples,
+        tests, docs and config, then a file named after the name
+        (``TypeAdapter.java``), a whole symbol before a member, then path and
+        line. Each hit's :attr:`Hit.defines` is the symbol that matched; a long
+        definition is given once, by its first window.
+
+        Args:
+            name: the symbol.
+            k: how many definitions at most.
+            refresh: stat the files first and re-index those that changed.
+
+        Returns:
+            The definitions found; none, with a :attr:`SymbolHits.note` naming the
+            closest symbols, when nothing defines ``name``.
+
+        Raises:
+            ValueError: an empty name, or ``k`` below 1.
+        """
+        self._check_name(name, k)
+        loaded, tier = self._ready(refresh)
+        found = find_definitions(loaded, name, k)
+        self._upgrade_after(tier)
+        return found
+
+    def references(self, name: str, k: int = 50, *, refresh: bool | None = None) -> SymbolHits:
+        """The chunks that use the identifier ``name`` as a whole word, in file then line order.
+
+        The keyword index keeps every identifier whole, so the chunks that may
+        use it are found from its postings; each is then read for the name as
+        a whole word with its case, as ``grep -w`` does. The answer is textual
+        (:attr:`SymbolHits.textual`): a call through dynamic dispatch,
+        reflection or a name built at run time is not found. Each hit's
+        :attr:`Hit.lines` are the lines that use the name; a chunk that also
+        defines it has :attr:`Hit.defines` set. A qualified name
+        (``Session.send``) looks for its last part.
+
+        Args:
+            name: an identifier (or a qualified name).
+            k: how many chunks at most; :attr:`SymbolHits.capped` says when there were more.
+            refresh: stat the files first and re-index those that changed.
+
+        Raises:
+            ValueError: an empty name or one without an identifier, or ``k`` below 1.
+        """
+        self._check_name(name, k)
+        loaded, tier = self._ready(refresh)
+        found = find_references(loaded, name, k)
+        self._upgrade_after(tier)
+        return found
+
+    @staticmethod
+    def _check_name(name: str, k: int) -> None:
+        if not name.strip():
+            raise ValueError("the name is empty; give a symbol such as `Session.send` or `send`")
+        if k < 1:
+            raise ValueError(f"k must be at least 1, got {k}")
+
+    def _ready(self, refresh: bool | None) -> tuple[LoadedIndex, Tier | None]:
+        """The index, refreshed as :meth:`search` would, and the embedding tier it has (for the background upgrade)."""
+        loaded, built = self._current()
+        if self._stat_pass_wanted(loaded, built, refresh):
+            loaded, _ = self._refresh(loaded)
+        tier: Tier | None = None
+        if not self._tiers.keyword_only:
+            tier = FULL if FULL in loaded.vectors else STATIC if STATIC in loaded.vectors else None
+        return loaded, tier
 
     def related(self, path: str, line: int, k: int = 10) -> list[Hit]:
         """The ``k`` chunks most similar to the chunk at ``path:line``, that chunk left out.
@@ -389,11 +503,24 @@ class CodeSearch:
         """
         raw = self.store.read_manifest()
         facts = IndexManifest.from_json(raw).describe()
-        return {"root": facts.pop("root"), "index_dir": str(self.store.directory), **facts,
-                "format_version": raw.get("format_version")}
+        built_at = facts.pop("root")
+        moved = {} if built_at == str(self.root) else {"built_at": built_at}
+        return {"root": str(self.root), **moved, "index_dir": str(self.store.directory), **facts,
+                "format_version": raw.get("format_version"), "read_only": self.read_only,
+                "refreshed_in_memory": self._refreshed_in_memory(raw)}
+
+    def _refreshed_in_memory(self, stored: dict[str, Any]) -> int:
+        """Files this read-only searcher re-read into memory since the stored index (0 when it writes its index)."""
+        loaded = self._loaded
+        if not self.read_only or loaded is None or loaded.token != self.store.current_token():
+            return 0
+        before = IndexManifest.from_json(stored).stats or {}
+        now = loaded.manifest.stats or {}
+        return sum(1 for path in before.keys() | now.keys() if before.get(path) != now.get(path))
 
     def status(self) -> dict[str, Any]:
-        """:meth:`info`, plus how many files changed on disk since (a stat pass; nothing is re-indexed).
+        """:meth:`info`, plus how many files changed on disk since the stored index (a stat pass; nothing is
+        re-indexed). A read-only searcher also says how many it refreshed in memory (``refreshed_in_memory``).
 
         Raises:
             IndexNotFoundError: nothing has been indexed yet.
@@ -406,5 +533,5 @@ class CodeSearch:
         return facts
 
 
-__all__ = ["CodeSearch", "Hit", "IndexReport", "MODES", "Mode", "SearchInfo", "TIERS", "TextEmbedder", "Tier",
+__all__ = ["CodeSearch", "Hit", "IndexReport", "MODES", "Mode", "SearchInfo", "SymbolHits", "TIERS", "TextEmbedder", "Tier",
            "chunk_key", "document_text"]

@@ -29,7 +29,8 @@ PATH_CLASSES = (TEST, COMPAT, EXAMPLE, REEXPORT, STUB, DOC, CONFIG)
 _COMPAT_DIRS = frozenset({"compat", "_compat", "legacy", "deprecated"})
 _EXAMPLE_DIRS = frozenset({"example", "examples", "_example", "_examples", "docs_src", "samples", "sample"})
 _REEXPORT_FILES = frozenset({"__init__.py", "package-info.java", "module-info.java"})
-_QUALIFIERS = re.compile(r"::|\\|->|\.|#|:")
+QUALIFIERS = re.compile(r"::|\\|->|\.|#|:")
+"""What separates the parts of a qualified name in the languages indexed: ``::``, ``\\``, ``->``, ``.``, ``#``, ``:``."""
 
 
 def definition_names(symbol: str) -> tuple[str, ...]:
@@ -42,7 +43,7 @@ def definition_names(symbol: str) -> tuple[str, ...]:
     if text.startswith("impl "):
         text = text[5:].rsplit(" for ", 1)[-1]
     text = text.replace("(*", "").replace(")", "").replace("(", "")
-    last = _QUALIFIERS.split(text)[-1].strip("*& ")
+    last = QUALIFIERS.split(text)[-1].strip("*& ")
     return (text, last) if last and last != text else (text,)
 
 
@@ -229,6 +230,7 @@ class _ScopedFacts(IndexFacts):
 
 __all__ = [
     "PATH_CLASSES",
+    "QUALIFIERS",
     "Definition",
     "IndexFacts",
     "definition_names",
