@@ -27,8 +27,7 @@ from codesearch.types import Hit, SymbolHits
 _IDENTIFIER = re.compile(r"\w+")
 _CLASS_RANK = {STUB: 1, COMPAT: 1, EXAMPLE: 1, TEST: 2, DOC: 3, CONFIG: 3}
 """Where a definition's file stands when a name is defined several times: source (0) first, docs and config last."""
-CAVEAT = ("textual: whole-word uses in the indexed files; calls through dynamic dispatch, reflection or names "
-          "built at run time are not found")
+CAVEAT = "textual: whole-word matches; dynamic dispatch, reflection and names built at run time are missed"
 
 
 def _unified(name: str) -> str:
