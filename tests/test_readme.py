@@ -32,7 +32,7 @@ def test_cli_usage_in_readme_matches_commands() -> None:
     from codesearch.cli import main
 
     usage = README.split("## Command line", 1)[1].split("```", 2)[1]
-    documented = set(re.findall(r"^codesearch (\w+)", usage, flags=re.M))
+    documented = set(re.findall(r"^codesearch ([\w-]+)", usage, flags=re.M))
     assert documented == set(main.commands)
 
 
