@@ -406,8 +406,12 @@ class CodeSearch:
             refresh: stat the files first and re-index those that changed.
 
         Returns:
-            The definitions found; none, with a :attr:`SymbolHits.note` naming the
-            closest symbols, when nothing defines ``name``.
+            The definitions found. When the symbol table has no symbol of that
+            last name (a top-level property or macro a language's table does
+            not record), the lines that read like its declaration (``val
+            NAME``, ``class NAME``, ``#define NAME`` ...), with
+            :attr:`SymbolHits.textual` set and a note saying so; when nothing
+            declares it either, none, with a note naming the closest symbols.
 
         Raises:
             ValueError: an empty name, or ``k`` below 1.

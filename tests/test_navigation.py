@@ -62,6 +62,22 @@ impl Client {
 }
 '''
 
+KOTLIN = '''\
+package io.ktor.client.plugins
+
+private val LOGGER = KtorSimpleLogger("io.ktor.client.plugins.HttpTimeout")
+
+public val HttpTimeout: ClientPlugin<HttpTimeoutConfig> = createClientPlugin("HttpTimeout") {
+    onRequest { request, _ -> request.timeout() }
+}
+'''
+
+HEADER = '''\
+#define BUFFER_SIZE 500
+
+int fill(const Buffer& buffer, int BUFFER_SIZE_USED);
+'''
+
 LONG = "def long_function(argument):\n" + "".join(f"    value_{i} = argument + {i}\n" for i in range(120)) + \
     "    return value_0\n"
 
@@ -77,6 +93,8 @@ def repo(tmp_path: Path) -> Path:
     (root / "src" / "pkg" / "models.py").write_text(MODELS)
     (root / "src" / "pkg" / "long.py").write_text(LONG)
     (root / "src" / "client.rs").write_text(RUST)
+    (root / "src" / "HttpTimeout.kt").write_text(KOTLIN)
+    (root / "src" / "buffer.h").write_text(HEADER)
     (root / "tests" / "test_sessions.py").write_text(TESTS)
     return root
 
@@ -134,6 +152,14 @@ def test_an_unknown_name_answers_nothing_and_the_closest_names(cs: CodeSearch) -
     assert "closest names: should_strip_auth" in found.note
     far = cs.definitions("zzzzzzzzzz")
     assert far.note is not None and "closest" not in far.note
+
+
+def test_a_name_the_symbol_table_lacks_answers_the_lines_that_declare_it_marked_textual(cs: CodeSearch) -> None:
+    val = cs.definitions("HttpTimeout")  # a Kotlin top-level property: the chunker records no symbol for it
+    assert [(h.path, h.lines) for h in val] == [("src/HttpTimeout.kt", (5,))] and val.textual
+    assert val.note is not None and "no symbol named 'HttpTimeout' in the symbol table" in val.note
+    assert [(h.path, h.lines) for h in cs.definitions("BUFFER_SIZE")] == [("src/buffer.h", (1,))]
+    assert list(cs.definitions("Buffer")) == []  # `const Buffer&` uses a type, it declares nothing
 
 
 def test_k_caps_the_definitions_and_says_so(cs: CodeSearch) -> None:

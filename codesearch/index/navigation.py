@@ -46,6 +46,11 @@ def find_definitions(loaded: LoadedIndex, name: str, k: int) -> SymbolHits:
     and config), a file named after the name, a whole-symbol match before a
     member, then path and line. The later line windows of a long definition
     are left out (its first window holds the signature).
+
+    When the symbol table holds no symbol of that last name (a language's top-level property
+    or macro it does not record, a definition the chunker missed), the lines
+    that read like a declaration of it (``val NAME``, ``class NAME``,
+    ``#define NAME`` ...) answer instead, marked :attr:`SymbolHits.textual`.
     """
     asked = definition_names(name.strip())[0]
     wanted = _unified(asked)
@@ -78,15 +83,54 @@ def find_definitions(loaded: LoadedIndex, name: str, k: int) -> SymbolHits:
         found.append((key, replace(hit, score=1.0 if exact else 0.5, defines=symbol)))
     found.sort(key=lambda item: item[0])
     hits = tuple(hit for _, hit in found[:k])
-    note = None
     if not hits:
-        hint = closest_names(loaded, asked)
-        note = (f"no symbol named {asked!r} is defined in the indexed files"
-                + (f"; closest names: {', '.join(hint)}" if hint else "")
-                + "; it may be defined outside the repository (find its uses with references)")
-    elif len(found) > k:
-        note = f"the first {k} of {len(found)} definitions; raise k for the rest"
+        return _declarations(loaded, asked, last if last.lower() not in facts.definitions else "", k)
+    note = f"the first {k} of {len(found)} definitions; raise k for the rest" if len(found) > k else None
     return SymbolHits(asked, hits, capped=len(found) > k, note=note)
+
+
+_DECLARING = ("class", "struct", "union", "interface", "trait", "enum", "type", "typedef", "typealias", "protocol",
+              "object", "record", "module", "namespace", "fn", "func", "fun", "def", "defp", "defmodule", "function",
+              "macro")
+"""Words that declare the name after them in the languages indexed (``class Foo``, ``fun send``)."""
+_BINDING = ("const", "let", "var", "val")
+"""Words that declare the name after them when a type or value follows (``val HttpTimeout: ...``, ``const x =``);
+alone they also qualify a type (C++'s ``const Foo&``)."""
+
+
+def _declarations(loaded: LoadedIndex, asked: str, last: str, k: int) -> SymbolHits:
+    """When the symbol table has no ``last`` at all: the lines that read like its declaration (a declaring word,
+    or ``#define``, then the name), textual and said to be so; else (or with ``last`` empty: the table has the
+    name, under other qualifiers) no hits and the closest symbol names."""
+    if not _IDENTIFIER.fullmatch(last):
+        found: list[tuple[tuple[object, ...], Hit]] = []
+    else:
+        name = re.escape(last)
+        declared = re.compile(rf"(?<![\w.])(?:(?:{'|'.join(_DECLARING)})\s+(?:[\w.:]+(?:\.|::))?{name}(?!\w)"
+                              rf"|(?:{'|'.join(_BINDING)})\s+{name}\s*[:=])|#\s*define\s+{name}(?!\w)")
+        facts = loaded.facts
+        found = []
+        reported: dict[int, set[int]] = {}  # file -> lines already given (overlapping windows repeat lines)
+        for chunk in _candidates(loaded, last):
+            hit = loaded.hit(chunk, 0.5)
+            file = int(facts.file_of[chunk])
+            done = reported.setdefault(file, set())
+            lines = [line for line in _lines_with(declared, hit.text, hit.start_line) if line not in done]
+            done.update(lines)
+            if lines:
+                place = max((_CLASS_RANK.get(c, 0) for c in facts.classes[file]), default=0)
+                named = squash_name(facts.stems[file]) == squash_name(last)
+                found.append(((place, not named, facts.files[file], lines[0]), replace(hit, lines=tuple(lines))))
+        found.sort(key=lambda item: item[0])
+    if found:
+        note = (f"no symbol named {asked!r} in the symbol table; these lines read like its declaration "
+                f"({found[0][1].path}:{found[0][1].lines[0]} ...): textual")
+        return SymbolHits(asked, tuple(hit for _, hit in found[:k]), capped=len(found) > k, note=note, textual=True)
+    hint = closest_names(loaded, asked)
+    note = (f"no symbol named {asked!r} is defined in the indexed files"
+            + (f"; closest names: {', '.join(hint)}" if hint else "")
+            + "; it may be defined outside the repository (find its uses with references)")
+    return SymbolHits(asked, (), note=note)
 
 
 def _matching_symbol(symbols: tuple[str, ...], wanted: str, last: str, qualified: bool) -> str | None:
