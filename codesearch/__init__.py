@@ -12,6 +12,7 @@ from codesearch.exceptions import (
     IndexCorruptError,
     IndexLockedError,
     IndexNotFoundError,
+    IndexReadOnlyError,
     ModelMismatchError,
     ModelNotAvailableError,
     NotFittedError,
@@ -19,7 +20,7 @@ from codesearch.exceptions import (
 )
 from codesearch.multi import MultiSearch
 from codesearch.search import CodeSearch
-from codesearch.types import Hit, IndexReport, SearchInfo
+from codesearch.types import Hit, IndexReport, SearchInfo, SymbolHits
 
 __version__ = "0.1.0"
 
@@ -29,6 +30,7 @@ __all__ = [
     "Hit",
     "IndexReport",
     "SearchInfo",
+    "SymbolHits",
     "CHUNKER_BACKEND",
     "Chunk",
     "ChunkParams",
@@ -40,6 +42,7 @@ __all__ = [
     "IndexCorruptError",
     "IndexLockedError",
     "IndexNotFoundError",
+    "IndexReadOnlyError",
     "ModelMismatchError",
     "ModelNotAvailableError",
     "NotFittedError",

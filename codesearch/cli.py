@@ -11,14 +11,11 @@ import json
 import sys
 from collections import Counter
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import click
 
 from codesearch.exceptions import CodeSearchError
-
-if TYPE_CHECKING:
-    from codesearch.types import Hit
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -51,16 +48,57 @@ def _echo_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, ensure_ascii=False))
 
 
-def _echo_hits(hits: Sequence[Hit], preview_lines: int, with_root: bool = False) -> None:
-    """Hits as a numbered list: the location in bold, kind and score, then the first lines of each."""
+def _echo_hits(hits: Sequence[dict[str, Any]], preview_lines: int, with_root: bool = False) -> None:
+    """Hits (as :func:`codesearch.answers.hit_data` shapes them) as a numbered list: the location in bold, kind and
+    score (or the symbol a definition matched), then the first lines of each."""
     for rank, hit in enumerate(hits, start=1):
-        where = f"{hit.root}/" if with_root and hit.root else ""
-        click.echo(click.style(f"{rank:>2}. {where}{hit.location}", bold=True) + f"  {hit.kind}  {hit.score:.4f}")
-        for line in hit.text.splitlines()[:preview_lines]:
+        where = f"{hit['root']}/" if with_root and hit.get("root") else ""
+        facts = f"  {hit['kind']}  {hit['score']:.4f}" if "kind" in hit else ""
+        if hit.get("defines"):
+            facts = f"  defines {hit['defines']}" + facts
+        click.echo(click.style(f"{rank:>2}. {where}{hit['location']}", bold=True) + facts)
+        text = hit["text"] if "text" in hit else hit["line"]
+        for line in text.splitlines()[:preview_lines]:
             click.echo(f"      {line[:160]}")
 
 
+def _echo_answer(answer: dict[str, Any], as_json: bool, max_tokens: int | None, human: Callable[[dict[str, Any]], None],
+                 note: str | None = None) -> None:
+    """Print an answer: as JSON, or by ``human``; within ``max_tokens`` either way (the JSON form is what is
+    counted). A note (why it is empty, or what to bear in mind) goes to stderr in text mode."""
+    from codesearch.answers import fit_to_budget
+
+    if note is not None:
+        answer = {**{k: v for k, v in answer.items() if k != "hits"}, "note": note, "hits": answer["hits"]}
+    fitted = fit_to_budget(answer, max_tokens)
+    if as_json:
+        _echo_json(fitted)
+        return
+    human(fitted)
+    if fitted.get("note"):
+        click.echo(f"({fitted['note']})", err=True)
+    if fitted.get("trimmed") or fitted.get("dropped"):
+        click.echo(f"({fitted['trimmed']} hits cut and {fitted['dropped']} left out to fit {max_tokens} tokens)", err=True)
+
+
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for tools instead of text.")
+
+
+def answer_options(command: F) -> F:
+    """``--max-tokens`` and ``--compact``: options of every command that answers with hits."""
+    command = click.option(
+        "--max-tokens", type=click.IntRange(min=1), default=None,
+        help="Keep the whole answer (its JSON) within this many tokens, counted as 1 per 3 bytes: hit texts are "
+             "cut from the end, then hits left out, and the answer says how many.")(command)
+    command = click.option("--compact", is_flag=True,
+                           help="Locations, symbols and one line per hit, for agents that read the files themselves.")(command)
+    return command
+
+
+read_only_option = click.option(
+    "--read-only", is_flag=True,
+    help="Never write the index (no lock, no commit); changed files are refreshed in memory for this run only. "
+         "A folder this process cannot write is read-only anyway.")
 path_argument = click.argument("path", default=".", type=click.Path(file_okay=True, dir_okay=True))
 no_ignore_option = click.option(
     "--no-ignore", is_flag=True, help="Do not honour .gitignore and .codesearchignore files."
@@ -127,11 +165,12 @@ def _model(name: str) -> str | None:
     return None if name.lower() == "none" else name
 
 
-def _searcher(path: str, model: str, index_dir: str | None, int8: bool, no_ignore: bool = False, **options: Any):  # type: ignore[no-untyped-def]
+def _searcher(path: str, model: str, index_dir: str | None, int8: bool, no_ignore: bool = False,  # type: ignore[no-untyped-def]
+              read_only: bool = False, **options: Any):
     from codesearch.search import CodeSearch
 
     return CodeSearch(path, model=_model(model), index_dir=index_dir, int8=int8, use_ignore_files=not no_ignore,
-                      **options)
+                      read_only=True if read_only else None, **options)
 
 
 @main.command()
@@ -188,12 +227,15 @@ def index(
 @click.option("--no-refresh", is_flag=True, help="Do not re-index files changed since the last index first.")
 @click.option("--lines", "preview_lines", type=click.IntRange(min=0), default=4, show_default=True,
               help="Lines of each hit to show.")
+@answer_options
+@read_only_option
 @json_option
 @reports_errors
 def search(
     query: str, paths: tuple[str, ...], model: str, index_dir: str | None, int8: bool, k: int, mode: str,
     scope: str | None, include: tuple[str, ...], exclude: tuple[str, ...], kinds: tuple[str, ...],
-    no_tests: bool, no_docs: bool, no_source_first: bool, no_refresh: bool, preview_lines: int, as_json: bool,
+    no_tests: bool, no_docs: bool, no_source_first: bool, no_refresh: bool, preview_lines: int, max_tokens: int | None,
+    compact: bool, read_only: bool, as_json: bool,
 ) -> None:
     """Search PATH (or several: PATH1 PATH2 ...) for QUERY; builds the index first if there is none.
 
@@ -211,32 +253,41 @@ def search(
         "exclude_kinds": exclude_kinds, "source_first": False if no_source_first else None,
         "refresh": False if no_refresh else None,
     }
+    from codesearch.answers import hits_data
+
     if len(paths) == 1:
-        searcher = _searcher(paths[0], model, index_dir, int8, progress=not as_json)
+        searcher = _searcher(paths[0], model, index_dir, int8, read_only=read_only, progress=not as_json)
         hits = searcher.search(query, **options)
         infos = [(str(searcher.root), searcher.last_search)]
     else:
         from codesearch.multi import MultiSearch
 
-        multi = MultiSearch(paths, model=_model(model), int8=int8, progress=not as_json)
+        multi = MultiSearch(paths, model=_model(model), int8=int8, progress=not as_json,
+                            read_only=True if read_only else None)
         hits = multi.search(query, **options)
         infos = [(str(s.root), info) for s, info in zip(multi.searchers, multi.last_search)]
     tiers = {root: info.tier if info else None for root, info in infos}
-    if as_json:
-        _echo_json({
-            "query": query,
-            "tier": next(iter(tiers.values())) if len(tiers) == 1 else tiers,
-            "refreshed": sum(info.refreshed for _, info in infos if info),
-            "hits": [hit.as_dict() for hit in hits],
-        })
-        return
-    if not hits:
-        click.echo("no hits")
-    _echo_hits(hits, preview_lines, with_root=len(paths) > 1)
-    static_roots = [root for root, tier in tiers.items() if tier == "static"]
-    if static_roots:
-        click.echo(f"(answered from the static tier; `codesearch index {static_roots[0]}` adds the transformer's)",
-                   err=True)
+    notes = [(root, info.note) for root, info in infos if info and info.note]
+    note = None
+    if not hits and notes:
+        note = notes[0][1] if len(infos) == 1 else "; ".join(f"{root}: {text}" for root, text in notes)
+    answer = {
+        "query": query,
+        "tier": next(iter(tiers.values())) if len(tiers) == 1 else tiers,
+        "refreshed": sum(info.refreshed for _, info in infos if info),
+        "hits": hits_data(hits, compact=compact),
+    }
+
+    def human(fitted: dict[str, Any]) -> None:
+        if not fitted["hits"]:
+            click.echo("no hits")
+        _echo_hits(fitted["hits"], preview_lines, with_root=len(paths) > 1)
+        static_roots = [root for root, tier in tiers.items() if tier == "static"]
+        if static_roots:
+            click.echo(f"(answered from the static tier; `codesearch index {static_roots[0]}` adds the transformer's)",
+                       err=True)
+
+    _echo_answer(answer, as_json, max_tokens, human, note)
 
 
 @main.command()
@@ -246,31 +297,94 @@ def search(
 @click.option("-k", "k", type=click.IntRange(min=1), default=10, show_default=True, help="How many hits.")
 @click.option("--lines", "preview_lines", type=click.IntRange(min=0), default=4, show_default=True,
               help="Lines of each hit to show.")
+@answer_options
+@read_only_option
 @json_option
 @reports_errors
 def related(location: str, path: str, model: str, index_dir: str | None, int8: bool, k: int, preview_lines: int,
-            as_json: bool) -> None:
+            max_tokens: int | None, compact: bool, read_only: bool, as_json: bool) -> None:
     """Code most like the chunk at LOCATION (FILE:LINE or FILE:START-END) in PATH."""
+    from codesearch.answers import hits_data
     from codesearch.locations import parse_location
 
     file, line = parse_location(location)
-    searcher = _searcher(path, model, index_dir, int8)
+    searcher = _searcher(path, model, index_dir, int8, read_only=read_only)
     hits = searcher.related(file, line, k=k)
-    if as_json:
-        _echo_json({"location": location, "hits": [hit.as_dict() for hit in hits]})
-        return
-    _echo_hits(hits, preview_lines)
+    _echo_answer({"location": location, "hits": hits_data(hits, compact=compact)}, as_json, max_tokens,
+                 lambda fitted: _echo_hits(fitted["hits"], preview_lines))
+
+
+name_argument = click.argument("name")
+path_default_dir = click.argument("path", default=".", type=click.Path(file_okay=False, dir_okay=True))
+
+
+@main.command("def")
+@name_argument
+@path_default_dir
+@index_options
+@click.option("-k", "k", type=click.IntRange(min=1), default=10, show_default=True, help="How many definitions.")
+@click.option("--lines", "preview_lines", type=click.IntRange(min=0), default=4, show_default=True,
+              help="Lines of each definition to show.")
+@answer_options
+@read_only_option
+@json_option
+@reports_errors
+def def_(name: str, path: str, model: str, index_dir: str | None, int8: bool, k: int, preview_lines: int,
+         max_tokens: int | None, compact: bool, read_only: bool, as_json: bool) -> None:
+    """Where NAME is defined in PATH: `Session.send`, `send` or `Foo::bar` (the symbol table; exact case first).
+
+    An unknown name prints nothing and, on stderr, the closest symbol names (exit code 0).
+    """
+    from codesearch.answers import symbol_answer
+
+    found = _searcher(path, model, index_dir, int8, read_only=read_only).definitions(name, k=k)
+    _echo_answer(symbol_answer(found, compact=compact), as_json, max_tokens,
+                 lambda fitted: _echo_hits(fitted["hits"], preview_lines))
+
+
+@main.command()
+@name_argument
+@path_default_dir
+@index_options
+@click.option("-k", "k", type=click.IntRange(min=1), default=50, show_default=True, help="How many chunks at most.")
+@answer_options
+@read_only_option
+@json_option
+@reports_errors
+def refs(name: str, path: str, model: str, index_dir: str | None, int8: bool, k: int, max_tokens: int | None,
+         compact: bool, read_only: bool, as_json: bool) -> None:
+    """Where the identifier NAME is used in PATH, as a whole word with its case (as grep -w), by file and line.
+
+    Textual: calls through dynamic dispatch, reflection or names built at run time are not found. Prints
+    FILE:LINE: TEXT per use, a definition marked; whether the list was capped goes to stderr.
+    """
+    from codesearch.answers import symbol_answer
+
+    found = _searcher(path, model, index_dir, int8, read_only=read_only).references(name, k=k)
+
+    def human(fitted: dict[str, Any]) -> None:
+        for hit in fitted["hits"]:
+            path_of = hit["location"].rsplit(":", 1)[0]
+            start = int(hit["location"].rsplit(":", 1)[1].split("-")[0])
+            text = hit["text"].split("\n") if "text" in hit else []
+            for line in hit["lines"]:
+                shown = text[line - start] if 0 <= line - start < len(text) else hit.get("line", "")
+                mark = f"  (defines {hit['defines']})" if hit.get("defines") and line == hit["lines"][0] else ""
+                click.echo(f"{path_of}:{line}: {shown.strip()[:160]}{mark}")
+
+    _echo_answer(symbol_answer(found, compact=compact), as_json, max_tokens, human)
 
 
 @main.command()
 @path_argument
 @index_options
+@read_only_option
 @json_option
 @reports_errors
-def status(path: str, model: str, index_dir: str | None, int8: bool, as_json: bool) -> None:
+def status(path: str, model: str, index_dir: str | None, int8: bool, read_only: bool, as_json: bool) -> None:
     """The index of PATH: model, tier, counts, last update, files changed on disk since (nothing is re-indexed), and
     how searches find changes (freshness: a one-shot command runs a stat pass; the MCP server watches)."""
-    facts = _searcher(path, model, index_dir, int8).status()
+    facts = _searcher(path, model, index_dir, int8, read_only=read_only).status()
     if as_json:
         _echo_json(facts)
         return
@@ -282,16 +396,50 @@ def status(path: str, model: str, index_dir: str | None, int8: bool, as_json: bo
 @main.command()
 @click.argument("paths", nargs=-1, type=click.Path(file_okay=False, dir_okay=True))
 @index_options
+@read_only_option
 @reports_errors
-def mcp(paths: tuple[str, ...], model: str, index_dir: str | None, int8: bool) -> None:
+def mcp(paths: tuple[str, ...], model: str, index_dir: str | None, int8: bool, read_only: bool) -> None:
     """Serve PATHS (default: the working directory) to MCP clients over stdio.
 
-    Tools: search, find_related, index_status, reindex. Register it with an
-    agent as the command `codesearch mcp /path/to/repo`.
+    Tools: search, find_definition, find_references, find_related,
+    index_status, reindex. Register it with an agent as the command
+    `codesearch mcp /path/to/repo` (`codesearch agent-setup` prints how).
     """
     from codesearch.mcp_server import serve
 
-    serve(list(paths) or ["."], model=_model(model), int8=int8, index_dir=index_dir)
+    serve(list(paths) or ["."], model=_model(model), int8=int8, index_dir=index_dir,
+          read_only=True if read_only else None)
+
+
+@main.command("agent-setup")
+@click.argument("paths", nargs=-1, type=click.Path(file_okay=False, dir_okay=True))
+@click.option("--client", type=click.Choice(["all", "claude-code", "claude-desktop", "cursor", "vscode", "codex"]),
+              default="all", show_default=True, help="Print the registration for this client only.")
+@click.option("--index-dir", type=click.Path(file_okay=False), default=None,
+              help="A shared index the server should read (e.g. one built in CI).")
+@click.option("--read-only", is_flag=True, help="Register the server read-only (for a shared index).")
+@json_option
+@reports_errors
+def agent_setup(paths: tuple[str, ...], client: str, index_dir: str | None, read_only: bool, as_json: bool) -> None:
+    """Print how to register the MCP server for PATHS with common agents, and a guide for AGENTS.md or CLAUDE.md.
+
+    Nothing is written: copy what you need.
+    """
+    from codesearch.agents import AGENT_GUIDE, registrations, server_command
+
+    command = server_command(paths or (".",), index_dir=index_dir, read_only=read_only)
+    found = registrations(command)
+    chosen = found if client == "all" else {client: found[client]}
+    if as_json:
+        _echo_json({"command": command, "clients": chosen, "guide": AGENT_GUIDE})
+        return
+    for entry in chosen.values():
+        click.echo(click.style(f"# {entry['title']}", bold=True))
+        click.echo(entry["how"])
+        click.echo(entry["text"].rstrip() + "\n")
+    if client == "all":
+        click.echo(click.style("# A guide for AGENTS.md or CLAUDE.md", bold=True))
+        click.echo(AGENT_GUIDE)
 
 
 @main.command()

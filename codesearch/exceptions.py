@@ -54,6 +54,10 @@ class IndexLockedError(CodeSearchError, TimeoutError):
     """Another process holds the index's write lock."""
 
 
+class IndexReadOnlyError(CodeSearchError, PermissionError):
+    """The index is read-only here (a read-only folder, or ``read_only=True``): it answers but is never written."""
+
+
 class IndexCancelledError(CodeSearchError):
     """An index run was asked to stop (:meth:`CodeSearch.cancel_indexing`) and committed nothing."""
 
@@ -70,5 +74,6 @@ __all__ = [
     "IndexCorruptError",
     "IndexFormatError",
     "IndexLockedError",
+    "IndexReadOnlyError",
     "IndexCancelledError",
 ]

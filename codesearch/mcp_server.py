@@ -2,21 +2,27 @@
 
 Tools (their names are fixed, so clients and docs can rely on them):
 
-- ``search(query, repo?, k=10, mode="hybrid", scope?, include?, exclude?, kinds?, max_lines=40)``
-- ``find_related(location, repo?, k=10, max_lines=40)``
+- ``search(query, repo?, k=10, mode="hybrid", scope?, include?, exclude?, kinds?, max_lines=40, max_tokens?, compact=false)``
+- ``find_related(location, repo?, k=10, max_lines=40, max_tokens?, compact=false)``
+- ``find_definition(name, repo?, k=10, max_lines=40, max_tokens?, compact=false)``
+- ``find_references(name, repo?, k=20, max_lines=40, max_tokens?, compact=false)``
 - ``index_status(repo?)``
 - ``reindex(repo?)``
 
 ``repo`` defaults to the first root the server was started with; any other
 folder is indexed on first use. Each tool handler only parses its arguments,
-calls :class:`~codesearch.search.CodeSearch` and shapes the answer: bad input
-comes back as a tool error with the library's one-line message, and the
-server keeps serving.
+calls :class:`~codesearch.search.CodeSearch` and shapes the answer
+(:mod:`codesearch.answers`): bad input comes back as a tool error with the
+library's one-line message, and the server keeps serving. With
+``max_tokens``, the answer's text as the SDK sends it stays within that many
+tokens by the rule of :func:`codesearch.answers.estimate_tokens`.
 
 A repository answers from its static tier as soon as that exists; the
 transformer tier is then built in a background thread of this process (one
 per repository, holding the index's write lock; ``CodeSearch(background_upgrade=True)``),
-and searches switch to it when it is committed.
+and searches switch to it when it is committed. A read-only index
+(``codesearch mcp --read-only``, or a folder this process cannot write) is
+never written: any number of servers can read it at once.
 
 Each repository is watched for changes (``CodeSearch(watch=True)``): a search
 re-checks only the files the system reported changed, and none at all when
@@ -33,19 +39,22 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from codesearch.answers import check_max_tokens, fit_to_budget, hits_data, symbol_answer
 from codesearch.exceptions import CodeSearchError
 from codesearch.locations import parse_location
 from codesearch.scope import as_strings
 from codesearch.search import CodeSearch
-from codesearch.types import Hit
 
 log = logging.getLogger(__name__)
 
 INSTRUCTIONS = (
     "Search the code of local repositories by meaning and by keyword. Use `search` with a question, a "
     "description of behaviour or an identifier; each hit is a `path:start-end` location with its text. Use "
-    "`find_related` on a location to see similar code, `index_status` to see what is indexed and how many files "
-    "changed since, `reindex` to bring an index up to date (searches refresh changed files by themselves)."
+    "`find_definition` for where a known symbol is defined and `find_references` for where an identifier is used "
+    "(textual, whole word), `find_related` on a location to see similar code, `index_status` to see what is indexed "
+    "and how many files changed since, `reindex` to bring an index up to date (searches refresh changed files by "
+    "themselves). Pass `max_tokens` to keep an answer within a budget, `compact=true` for locations and one line "
+    "per hit."
 )
 
 
@@ -100,43 +109,72 @@ class Workspace:
             searcher.close()
 
 
-def _trim(hit: Hit, max_lines: int) -> dict[str, Any]:
-    data = hit.as_dict()
-    lines = hit.text.split("\n")
-    data["text"] = "\n".join(lines[:max_lines])
-    data["truncated"] = len(lines) > max_lines
-    return data
+def sdk_text(data: Any) -> str:
+    """An answer as the SDK sends it to the client (the text the budget counts)."""
+    import pydantic_core
+
+    return pydantic_core.to_json(data, fallback=str, indent=2).decode()
 
 
-def _checked_lines(max_lines: int) -> int:
+def _checked(max_lines: int, max_tokens: int | None) -> None:
     if max_lines < 0:
         raise ToolInputError(f"max_lines must be 0 or more, got {max_lines}")
-    return max_lines
+    check_max_tokens(max_tokens)
+
+
+def _fit(answer: dict[str, Any], max_tokens: int | None) -> dict[str, Any]:
+    return fit_to_budget(answer, max_tokens, sdk_text)
 
 
 def tool_search(ws: Workspace, query: str, repo: str | None = None, k: int = 10, mode: str = "hybrid",
                 scope: str | None = None, include: list[str] | None = None, exclude: list[str] | None = None,
-                kinds: list[str] | None = None, max_lines: int = 40) -> dict[str, Any]:
+                kinds: list[str] | None = None, max_lines: int = 40, max_tokens: int | None = None,
+                compact: bool = False) -> dict[str, Any]:
     """The ``search`` tool (mode, k and the query are checked by :meth:`CodeSearch.search` itself)."""
-    _checked_lines(max_lines)
+    _checked(max_lines, max_tokens)
     cs, lock = ws.searcher(repo)
     with lock:
         hits = cs.search(query, k=k, mode=mode, scope=scope, include=as_strings(include),  # type: ignore[arg-type]
                          exclude=as_strings(exclude), kinds=as_strings(kinds) or None)
         info = cs.last_search
-    return {"repo": str(cs.root), "tier": info.tier if info else None,
-            "refreshed": info.refreshed if info else 0, "hits": [_trim(h, max_lines) for h in hits]}
+    answer: dict[str, Any] = {"repo": str(cs.root), "tier": info.tier if info else None,
+                              "refreshed": info.refreshed if info else 0}
+    if info is not None and info.note:
+        answer["note"] = info.note
+    answer["hits"] = hits_data(hits, max_lines=max_lines, compact=compact)
+    return _fit(answer, max_tokens)
 
 
-def tool_find_related(ws: Workspace, location: str, repo: str | None = None, k: int = 10,
-                      max_lines: int = 40) -> dict[str, Any]:
+def tool_find_related(ws: Workspace, location: str, repo: str | None = None, k: int = 10, max_lines: int = 40,
+                      max_tokens: int | None = None, compact: bool = False) -> dict[str, Any]:
     """The ``find_related`` tool (k, and a path outside the repository, are checked by :meth:`CodeSearch.related`)."""
-    _checked_lines(max_lines)
+    _checked(max_lines, max_tokens)
     path, line = parse_location(location)
     cs, lock = ws.searcher(repo)
     with lock:
         hits = cs.related(path, line, k=k)
-    return {"repo": str(cs.root), "location": location, "hits": [_trim(h, max_lines) for h in hits]}
+    return _fit({"repo": str(cs.root), "location": location,
+                 "hits": hits_data(hits, max_lines=max_lines, compact=compact)}, max_tokens)
+
+
+def tool_find_definition(ws: Workspace, name: str, repo: str | None = None, k: int = 10, max_lines: int = 40,
+                         max_tokens: int | None = None, compact: bool = False) -> dict[str, Any]:
+    """The ``find_definition`` tool (the name and k are checked by :meth:`CodeSearch.definitions`)."""
+    _checked(max_lines, max_tokens)
+    cs, lock = ws.searcher(repo)
+    with lock:
+        found = cs.definitions(name, k=k)
+    return _fit({"repo": str(cs.root), **symbol_answer(found, max_lines=max_lines, compact=compact)}, max_tokens)
+
+
+def tool_find_references(ws: Workspace, name: str, repo: str | None = None, k: int = 20, max_lines: int = 40,
+                         max_tokens: int | None = None, compact: bool = False) -> dict[str, Any]:
+    """The ``find_references`` tool (the name and k are checked by :meth:`CodeSearch.references`)."""
+    _checked(max_lines, max_tokens)
+    cs, lock = ws.searcher(repo)
+    with lock:
+        found = cs.references(name, k=k)
+    return _fit({"repo": str(cs.root), **symbol_answer(found, max_lines=max_lines, compact=compact)}, max_tokens)
 
 
 def tool_index_status(ws: Workspace, repo: str | None = None) -> dict[str, Any]:
@@ -144,7 +182,8 @@ def tool_index_status(ws: Workspace, repo: str | None = None) -> dict[str, Any]:
     cs, lock = ws.searcher(repo)
     with lock:
         if not cs.store.exists():
-            return {"root": str(cs.root), "indexed": False, "index_dir": str(cs.store.directory)}
+            return {"root": str(cs.root), "indexed": False, "index_dir": str(cs.store.directory),
+                    "read_only": cs.read_only}
         return {"indexed": True, **cs.status()}
 
 
@@ -156,7 +195,7 @@ def tool_reindex(ws: Workspace, repo: str | None = None) -> dict[str, Any]:
 
 
 def build_server(ws: Workspace) -> Any:
-    """An :class:`mcp.server.mcpserver.MCPServer` with the four tools bound to ``ws``."""
+    """An :class:`mcp.server.mcpserver.MCPServer` with the six tools bound to ``ws``."""
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
 
@@ -174,7 +213,7 @@ def build_server(ws: Workspace) -> Any:
     @server.tool()
     def search(query: str, repo: str | None = None, k: int = 10, mode: str = "hybrid", scope: str | None = None,
                include: list[str] | None = None, exclude: list[str] | None = None, kinds: list[str] | None = None,
-               max_lines: int = 40) -> dict[str, Any]:
+               max_lines: int = 40, max_tokens: int | None = None, compact: bool = False) -> dict[str, Any]:
         """Find code by meaning and keyword: a question, a description of behaviour, or an identifier.
 
         Args:
@@ -187,11 +226,15 @@ def build_server(ws: Workspace) -> Any:
             exclude: leave out paths matching these globs.
             kinds: only these kinds: source, test, doc, config.
             max_lines: lines of each hit's text to return.
+            max_tokens: keep the whole answer within this many tokens (1 token per 3 bytes of its JSON); hit
+                texts are cut from the end, then hits dropped, and the answer says how many (trimmed, dropped).
+            compact: locations, symbols and one line per hit instead of texts.
         """
-        return answer(tool_search, query, repo, k, mode, scope, include, exclude, kinds, max_lines)
+        return answer(tool_search, query, repo, k, mode, scope, include, exclude, kinds, max_lines, max_tokens, compact)
 
     @server.tool()
-    def find_related(location: str, repo: str | None = None, k: int = 10, max_lines: int = 40) -> dict[str, Any]:
+    def find_related(location: str, repo: str | None = None, k: int = 10, max_lines: int = 40,
+                     max_tokens: int | None = None, compact: bool = False) -> dict[str, Any]:
         """Code most similar to the chunk at a location (path:line or path:start-end), without that chunk.
 
         Args:
@@ -199,8 +242,47 @@ def build_server(ws: Workspace) -> Any:
             repo: a repository folder; default the server's first.
             k: how many hits.
             max_lines: lines of each hit's text to return.
+            max_tokens: keep the whole answer within this many tokens (see search).
+            compact: locations, symbols and one line per hit instead of texts.
         """
-        return answer(tool_find_related, location, repo, k, max_lines)
+        return answer(tool_find_related, location, repo, k, max_lines, max_tokens, compact)
+
+    @server.tool()
+    def find_definition(name: str, repo: str | None = None, k: int = 10, max_lines: int = 40,
+                        max_tokens: int | None = None, compact: bool = False) -> dict[str, Any]:
+        """Where a symbol is defined: "Session.send", "send", "Foo::bar" (exact name, same case first).
+
+        Each hit's `defines` is the symbol that matched. An unknown name answers no hits and a `note` with
+        the closest symbol names.
+
+        Args:
+            name: the symbol, bare or qualified.
+            repo: a repository folder; default the server's first.
+            k: how many definitions.
+            max_lines: lines of each definition's text to return.
+            max_tokens: keep the whole answer within this many tokens (see search).
+            compact: locations, symbols and one line per hit instead of texts.
+        """
+        return answer(tool_find_definition, name, repo, k, max_lines, max_tokens, compact)
+
+    @server.tool()
+    def find_references(name: str, repo: str | None = None, k: int = 20, max_lines: int = 40,
+                        max_tokens: int | None = None, compact: bool = False) -> dict[str, Any]:
+        """Where an identifier is used, as a whole word with its case (as grep -w), in file then line order.
+
+        Textual: calls through dynamic dispatch, reflection or names built at run time are missed. Each hit's
+        `lines` are the lines that use the name; a hit whose chunk defines it has `defines`. `capped` says
+        whether there were more than k.
+
+        Args:
+            name: an identifier (a qualified name looks for its last part).
+            repo: a repository folder; default the server's first.
+            k: how many chunks.
+            max_lines: lines of each chunk's text to return.
+            max_tokens: keep the whole answer within this many tokens (see search).
+            compact: locations, symbols and the first line that uses the name per hit instead of texts.
+        """
+        return answer(tool_find_references, name, repo, k, max_lines, max_tokens, compact)
 
     @server.tool()
     def index_status(repo: str | None = None) -> dict[str, Any]:
@@ -242,5 +324,5 @@ def serve(roots: list[str], **options: Any) -> None:
     os._exit(0)
 
 
-__all__ = ["INSTRUCTIONS", "ToolInputError", "Workspace", "build_server", "serve", "tool_find_related",
-           "tool_index_status", "tool_reindex", "tool_search"]
+__all__ = ["INSTRUCTIONS", "ToolInputError", "Workspace", "build_server", "sdk_text", "serve", "tool_find_definition",
+           "tool_find_references", "tool_find_related", "tool_index_status", "tool_reindex", "tool_search"]

@@ -28,10 +28,18 @@ import numpy as np
 from codesearch.cache import default_index_dir
 from codesearch.chunking import ChunkParams, document_text
 from codesearch.embedding.catalogue import DEFAULT_MODEL, ModelSpec
-from codesearch.exceptions import IndexCorruptError, IndexFormatError, ModelNotAvailableError, RootNotFoundError
+from codesearch.exceptions import (
+    IndexCorruptError,
+    IndexFormatError,
+    IndexNotFoundError,
+    ModelNotAvailableError,
+    RootNotFoundError,
+)
 from codesearch.files import Changes
 from codesearch.index import BuildOptions, Freshness, IndexBuilder, IndexManifest, IndexStore, LoadedIndex, Tiers
 from codesearch.index.builder import chunk_key
+from codesearch.index.navigation import find_definitions, find_references
+from codesearch.index.notes import why_empty
 from codesearch.index.tiers import KEYWORD_ONLY, default_tier
 from codesearch.ranking import Ranking, resolve_ranking
 from codesearch.scope import Scope, as_strings
@@ -47,6 +55,7 @@ from codesearch.types import (
     IndexReport,
     Mode,
     SearchInfo,
+    SymbolHits,
     TextEmbedder,
     Tier,
 )
@@ -101,6 +110,15 @@ class CodeSearch:
         lock_timeout: seconds to wait for another writer of the same index.
         progress: show a progress bar when :meth:`search` has to build the
             index first (``index(progress=...)`` decides for itself).
+        read_only: never write the index: no lock, no commit, no checkpoint.
+            Files changed since it was built are refreshed in memory, for this
+            process only; :meth:`index` raises :class:`IndexReadOnlyError`.
+            ``None`` (default) is read-only when this process cannot write the
+            index folder (a read-only folder or file system).
+
+    An index folder can be moved with its repository (another path, another
+    machine, new file times): contents that match are not chunked or embedded
+    again, so the first search there re-reads the files and embeds nothing.
 
     Example:
         >>> cs = CodeSearch("path/to/repo")                       # doctest: +SKIP
@@ -126,6 +144,7 @@ class CodeSearch:
         embed_tests: bool | None = None,
         lock_timeout: float = 30.0,
         progress: bool = False,
+        read_only: bool | None = None,
     ) -> None:
         if chunking not in CHUNKINGS:
             raise ValueError(f"unknown chunking {chunking!r}; use one of {', '.join(CHUNKINGS)}")
@@ -133,7 +152,10 @@ class CodeSearch:
         if not self.root.is_dir():
             what = "not a directory" if self.root.exists() else "path does not exist"
             raise RootNotFoundError(f"{what}: {root}")
-        self.store = IndexStore(index_dir if index_dir is not None else default_index_dir(self.root))
+        directory = index_dir if index_dir is not None else default_index_dir(self.root)
+        if read_only is None:
+            read_only = not IndexStore(directory).is_writable()
+        self.store = IndexStore(directory, read_only=read_only)
         self.ranking = resolve_ranking(ranking)
         self.fast_start = fast_start
         self.refresh = refresh
@@ -223,7 +245,13 @@ class CodeSearch:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    @property
+    def read_only(self) -> bool:
+        """Whether this searcher never writes its index (see the ``read_only`` argument)."""
+        return self.store.read_only
+
     def _build(self, tier: Tier, *, progress: bool, first_answer: bool = False) -> IndexReport:
+        self.store.check_writable("be built or updated")
         with self.store.write_lock(timeout=self.lock_timeout):
             self._loaded, report = self._builder.build(tier, self._committed(), progress=progress,
                                                        first_answer=first_answer)
@@ -254,6 +282,10 @@ class CodeSearch:
             except IndexFormatError:
                 token = None  # made by an older codesearch: built again, as if there were none
         if token is None:
+            if self.read_only:
+                raise IndexNotFoundError(
+                    f"no index at {self.store.directory}, which is read-only here; build it where it is writable: "
+                    f"`codesearch index {self.root} --index-dir {self.store.directory}`")
             self._build(default_tier(self._tiers, self.fast_start), progress=self.progress, first_answer=True)
             assert self._loaded is not None
             return self._loaded, True
@@ -270,17 +302,36 @@ class CodeSearch:
         """
         if not self.store.exists():
             return Changes()
-        return self._freshness.changes(self._current()[0])
+        loaded = self._current()[0]
+        token = self.store.current_token()
+        if self.read_only and token is not None and loaded.token == token and loaded.verification is None:
+            # Refreshed in memory: the changes are counted against the stored index, which is as it was.
+            loaded = LoadedIndex.from_snapshot(self.store.load(mmap=True), token)
+        return self._freshness.changes(loaded)
 
     def _refresh(self, loaded: LoadedIndex) -> tuple[LoadedIndex, int]:
-        """Re-index the files changed since ``loaded`` (see :meth:`Freshness.refresh`)."""
+        """Re-index the files changed since ``loaded`` (see :meth:`Freshness.refresh`); in memory only when read-only."""
 
         def rebuild() -> LoadedIndex:
             tier = KEYWORD if self._tiers.keyword_only else loaded.manifest.tier
-            self._loaded, _ = self._builder.build(tier, _verified(loaded))
+            self._loaded, _ = self._builder.build(tier, _verified(loaded), commit=not self.read_only)
             return self._loaded
 
         return self._freshness.refresh(loaded, rebuild)
+
+    def _stat_pass_wanted(self, loaded: LoadedIndex, built: bool, refresh: bool | None) -> bool:
+        """Whether to stat the files before answering (and re-index those changed)."""
+        wanted = self.refresh if refresh is None else refresh
+        if wanted and self.background_upgrade and not built:
+            # While the transformer tier is built in the background, its stat pass decides for this search's.
+            wanted = self._freshness.pause_upgrade_for_changes(loaded, self._builder.cancel) is not False
+        # Refreshing embeds changed chunks, so it needs this searcher's model to be the index's.
+        return not built and wanted and self._tiers.may_write(loaded.manifest)
+
+    def _upgrade_after(self, tier: Tier | None) -> None:
+        """After answering from the static tier, build the transformer's in the background (``background_upgrade``)."""
+        if self.background_upgrade and tier == STATIC and not self.read_only:
+            self._freshness.upgrade_soon(lambda: self.index(tier=FULL))
 
     # -- searching -----------------------------------------------------------------
 
@@ -345,12 +396,7 @@ class CodeSearch:
         self._freshness.follow(loaded)  # watch=True: a watcher over this index's folders, started once
         if mode != "bm25":
             self._tiers.check_name(loaded.manifest)
-        wanted = self.refresh if refresh is None else refresh
-        if wanted and self.background_upgrade and not built:
-            # While the transformer tier is built in the background, its stat pass decides for this search's.
-            wanted = self._freshness.pause_upgrade_for_changes(loaded, self._builder.cancel) is not False
-        # Refreshing embeds changed chunks, so it needs this searcher's model to be the index's.
-        stat_pass = not built and wanted and self._tiers.may_write(loaded.manifest)
+        stat_pass = self._stat_pass_wanted(loaded, built, refresh)
         mask = loaded.scope_mask(where)
         tier: Tier | None = None
         query_vector: np.ndarray | None = None
@@ -368,15 +414,98 @@ class CodeSearch:
             now, now_embedder = self._tiers.answering(loaded, mask) if refreshed else (tier, embedder)
             query_vector = pending.result() if now_embedder is embedder else now_embedder.embed_query(query)
             tier = now
+            if not np.any(query_vector):
+                query_vector = None  # a static model that knows none of the query's tokens: nothing to rank by
         static_vector = None
         if tier == FULL and ranking.static_share > 0 and STATIC in loaded.vectors and self._tiers.has_static:
             self._tiers.check(loaded.manifest, STATIC, self._tiers.static_embedder)
             static_vector = self._tiers.static_embedder.embed_query(query)
         ranked = loaded.rank(query, mode, tier, query_vector, ranking, k, mask, static_vector)
-        self.last_search = SearchInfo(tier or KEYWORD, refreshed, built, time.perf_counter() - started)
-        if self.background_upgrade and tier == STATIC:
-            self._freshness.upgrade_soon(lambda: self.index(tier=FULL))
+        note = None
+        if not ranked:
+            note = why_empty(loaded, where, mask, query, mode, self.root, self._freshness.use_ignore_files,
+                             [self.store.directory])
+        self.last_search = SearchInfo(tier or KEYWORD, refreshed, built, time.perf_counter() - started, note)
+        self._upgrade_after(tier)
         return [loaded.hit(i, score) for i, score in ranked]
+
+    def definitions(self, name: str, k: int = 10, *, refresh: bool | None = None) -> SymbolHits:
+        """The chunks that define ``name``, from the symbol table of the definition chunker.
+
+        ``name`` is bare (``send``: every definition whose last part it is,
+        ``Session.send`` among them) or qualified (``Session.send``, in any
+        language's qualifier syntax: ``Session::send`` finds it too). Symbols
+        written with the same case come first, then those that differ only in
+        case; among them, definitions in source files before stubs, examples,
+        tests, docs and config, then a file named after the name
+        (``TypeAdapter.java``), a whole symbol before a member, then path and
+        line. Each hit's :attr:`Hit.defines` is the symbol that matched; a long
+        definition is given once, by its first window.
+
+        Args:
+            name: the symbol.
+            k: how many definitions at most.
+            refresh: stat the files first and re-index those that changed.
+
+        Returns:
+            The definitions found. When the symbol table has no symbol of that
+            last name (a top-level property or macro a language's table does
+            not record), the lines that read like its declaration (``val
+            NAME``, ``class NAME``, ``#define NAME`` ...), with
+            :attr:`SymbolHits.textual` set and a note saying so; when nothing
+            declares it either, none, with a note naming the closest symbols.
+
+        Raises:
+            ValueError: an empty name, or ``k`` below 1.
+        """
+        self._check_name(name, k)
+        loaded, tier = self._ready(refresh)
+        found = find_definitions(loaded, name, k)
+        self._upgrade_after(tier)
+        return found
+
+    def references(self, name: str, k: int = 50, *, refresh: bool | None = None) -> SymbolHits:
+        """The chunks that use the identifier ``name`` as a whole word, in file then line order.
+
+        The keyword index keeps every identifier whole, so the chunks that may
+        use it are found from its postings; each is then read for the name as
+        a whole word with its case, as ``grep -w`` does. The answer is textual
+        (:attr:`SymbolHits.textual`): a call through dynamic dispatch,
+        reflection or a name built at run time is not found. Each hit's
+        :attr:`Hit.lines` are the lines that use the name; a chunk that also
+        defines it has :attr:`Hit.defines` set. A qualified name
+        (``Session.send``) looks for its last part.
+
+        Args:
+            name: an identifier (or a qualified name).
+            k: how many chunks at most; :attr:`SymbolHits.capped` says when there were more.
+            refresh: stat the files first and re-index those that changed.
+
+        Raises:
+            ValueError: an empty name or one without an identifier, or ``k`` below 1.
+        """
+        self._check_name(name, k)
+        loaded, tier = self._ready(refresh)
+        found = find_references(loaded, name, k)
+        self._upgrade_after(tier)
+        return found
+
+    @staticmethod
+    def _check_name(name: str, k: int) -> None:
+        if not name.strip():
+            raise ValueError("the name is empty; give a symbol such as `Session.send` or `send`")
+        if k < 1:
+            raise ValueError(f"k must be at least 1, got {k}")
+
+    def _ready(self, refresh: bool | None) -> tuple[LoadedIndex, Tier | None]:
+        """The index, refreshed as :meth:`search` would, and the embedding tier it has (for the background upgrade)."""
+        loaded, built = self._current()
+        if self._stat_pass_wanted(loaded, built, refresh):
+            loaded, _ = self._refresh(loaded)
+        tier: Tier | None = None
+        if not self._tiers.keyword_only:
+            tier = FULL if FULL in loaded.vectors else STATIC if STATIC in loaded.vectors else None
+        return loaded, tier
 
     def related(self, path: str, line: int, k: int = 10) -> list[Hit]:
         """The ``k`` chunks most similar to the chunk at ``path:line``, that chunk left out.
@@ -436,12 +565,26 @@ class CodeSearch:
         """
         raw = self.store.read_manifest()
         facts = IndexManifest.from_json(raw).describe()
-        return {"root": facts.pop("root"), "index_dir": str(self.store.directory), **facts,
-                "format_version": raw.get("format_version")}
+        built_at = facts.pop("root")
+        moved = {} if built_at == str(self.root) else {"built_at": built_at}
+        return {"root": str(self.root), **moved, "index_dir": str(self.store.directory), **facts,
+                "format_version": raw.get("format_version"), "read_only": self.read_only,
+                "refreshed_in_memory": self._refreshed_in_memory()}
+
+    def _refreshed_in_memory(self) -> int:
+        """Files this read-only searcher re-read into memory since the stored index (0 when it writes its index)."""
+        loaded = self._loaded
+        token = self.store.current_token()
+        if not self.read_only or loaded is None or token is None or loaded.token != token:
+            return 0
+        before = LoadedIndex.from_snapshot(self.store.load(mmap=True), token).known_stats()
+        now = loaded.known_stats()
+        return sum(1 for path in before.keys() | now.keys() if before.get(path) != now.get(path))
 
     def status(self) -> dict[str, Any]:
         """:meth:`info`, plus how many files changed on disk since (a stat pass; nothing is re-indexed), and how
-        searches find changes: ``freshness`` is ``"watch"`` or ``"stat"``, ``freshness_reason`` says why.
+        searches find changes: ``freshness`` is ``"watch"`` or ``"stat"``, ``freshness_reason`` says why. A
+        read-only searcher also says how many it refreshed in memory (``refreshed_in_memory``).
 
         Raises:
             IndexNotFoundError: nothing has been indexed yet.
@@ -467,5 +610,5 @@ def _verified(loaded: LoadedIndex | None) -> LoadedIndex | None:
     return loaded
 
 
-__all__ = ["CodeSearch", "Hit", "IndexReport", "MODES", "Mode", "SearchInfo", "TIERS", "TextEmbedder", "Tier",
+__all__ = ["CodeSearch", "Hit", "IndexReport", "MODES", "Mode", "SearchInfo", "SymbolHits", "TIERS", "TextEmbedder", "Tier",
            "chunk_key", "document_text"]

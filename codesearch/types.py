@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -51,6 +51,14 @@ class Hit:
     ``str(hit)`` reads ``path:start-end  (score, kind)``; :attr:`location` is
     the bare ``path:start-end`` an editor opens. ``root`` is set when several
     repositories are searched together (:class:`codesearch.multi.MultiSearch`).
+
+    Attributes:
+        defines: the chunk's symbol that answers to the name asked, as the
+            chunk writes it (``Session.send`` for ``send``): set on every hit of
+            :meth:`CodeSearch.definitions`, and on a hit of
+            :meth:`CodeSearch.references` whose chunk defines the name.
+        lines: the lines of the chunk where the name is used as a whole word
+            (:meth:`CodeSearch.references`); empty otherwise.
     """
 
     path: str
@@ -61,6 +69,8 @@ class Hit:
     text: str
     symbols: tuple[str, ...] = ()
     root: str | None = None
+    defines: str | None = None
+    lines: tuple[int, ...] = ()
 
     @property
     def location(self) -> str:
@@ -70,11 +80,61 @@ class Hit:
         return f"{self.location}  ({self.score:.4f}, {self.kind})"
 
     def as_dict(self) -> dict[str, Any]:
+        """The hit as JSON-able data, with its ``location``; ``root``, ``defines`` and ``lines`` only when set."""
         data = asdict(self)
         data["symbols"] = list(self.symbols)
         data["location"] = self.location
-        if self.root is None:
-            data.pop("root")
+        for name in ("root", "defines"):
+            if data[name] is None:
+                data.pop(name)
+        if self.lines:
+            data["lines"] = list(self.lines)
+        else:
+            data.pop("lines")
+        return data
+
+
+@dataclass(frozen=True, slots=True)
+class SymbolHits(Sequence[Hit]):
+    """What :meth:`CodeSearch.definitions` or :meth:`CodeSearch.references` found for a name.
+
+    It reads as the sequence of its hits (``len``, index, iterate), and says
+    more about them than a list could.
+
+    Attributes:
+        name: the name asked for.
+        hits: the chunks found, in the documented order of each method.
+        capped: more were found than the ``k`` asked for; the first ``k`` are here.
+        note: why nothing was found (no such symbol, and the closest names),
+            or what to bear in mind; ``None`` when there is nothing to say.
+        textual: the hits are textual matches of the name (references), not the symbol table's
+            definitions: calls through dynamic dispatch, reflection or strings built at run time are missed.
+    """
+
+    name: str
+    hits: tuple[Hit, ...]
+    capped: bool = False
+    note: str | None = None
+    textual: bool = False
+
+    def __len__(self) -> int:
+        return len(self.hits)
+
+    def __getitem__(self, index: Any) -> Any:
+        return self.hits[index]
+
+    def __iter__(self) -> Iterator[Hit]:
+        return iter(self.hits)
+
+    def __bool__(self) -> bool:
+        return bool(self.hits)
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-able data: ``name``, ``textual``, ``capped``, ``note`` (when set) and ``hits``."""
+        data: dict[str, Any] = {"name": self.name, "textual": self.textual, "capped": self.capped}
+        if self.note is not None:
+            data["note"] = self.note
+        data["hits"] = [hit.as_dict() for hit in self.hits]
         return data
 
 
@@ -124,13 +184,17 @@ class SearchInfo:
         built: whether the index had to be built first.
         seconds: wall time of the whole search: building or refreshing the
             index, retrieval and ranking.
+        note: why the answer is empty (no indexed file in scope, every file
+            of the kind asked for skipped and why, no word of the query in the
+            index ...); ``None`` when there are hits.
     """
 
     tier: str
     refreshed: int
     built: bool
     seconds: float
+    note: str | None = None
 
 
 __all__ = ["CHUNKINGS", "FULL", "KEYWORD", "MODES", "STATIC", "TIERS", "Chunking", "Hit", "IndexReport", "Mode",
-           "SearchInfo", "TextEmbedder", "Tier"]
+           "SearchInfo", "SymbolHits", "TextEmbedder", "Tier"]

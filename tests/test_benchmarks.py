@@ -418,6 +418,29 @@ def test_peer_benchmark_runs_end_to_end_with_stand_ins(tmp_path: Path) -> None:
     assert data["plot"] == str(png) and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
 
 
+def test_navigation_benchmark_runs_end_to_end(tmp_path: Path) -> None:
+    import navigation
+    from conftest import HashingEmbedder
+
+    bench, mirrors = _smoke_benchmark(tmp_path)
+    out = tmp_path / "navigation.json"
+    models = (HashingEmbedder(name="dense"), HashingEmbedder(name="dense", dim=64, salt="static"))
+    assert navigation.main(["--semble-benchmarks", str(bench), "--mirrors", str(mirrors), "--trees",
+                            str(tmp_path / "trees"), "--repos", "chi,redux", "--index-dir", str(tmp_path / "indexes"),
+                            "--references", "chi,redux", "--identifiers", "2", "--shared", "chi", "--json", str(out)],
+                           models=models) == 0
+    data = json.loads(out.read_text())
+    assert (data["definitions"]["queries"], data["definitions"]["rank1"]) == (2, 2)  # Mux and createStore, at rank 1
+    assert data["references"]["recall"] == data["references"]["precision"] == 1.0  # as grep -w finds them
+    assert data["references"]["identical"] == data["references"]["identifiers"] == 4
+    assert data["budget"]["over_budget"] == 0 and data["budget"]["answers"] > 0
+    ndcg = data["budget"]["ndcg10_bm25"]
+    assert ndcg["full"] == ndcg["compact"] == ndcg["compact@8000"]
+    shared = data["shared"]
+    assert shared["embedded_read_only"] == shared["writable_reindex_embedded"] == 0 and shared["index_unchanged"]
+    assert shared["refreshed_in_memory"] == shared["files"] == 3
+
+
 def test_quality_speed_plot_is_drawn(tmp_path: Path) -> None:
     import peer_benchmark
 

@@ -92,6 +92,13 @@ def _one_line_error(proc: subprocess.CompletedProcess[str], *needles: str) -> No
         assert needle in lines[0]
 
 
+def _usage_error(proc: subprocess.CompletedProcess[str], needle: str) -> None:
+    """click's own usage errors: exit code 2, the usage, then one line that says what was wrong."""
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("Error: ") and needle in last, proc.stderr
+
+
 @pytest.fixture
 def keyword_index(repo: Path, tmp_path: Path) -> Path:
     from codesearch import CodeSearch
@@ -250,3 +257,195 @@ def test_related_and_a_first_answer_from_the_static_tier(repo: Path, tmp_path: P
     assert [h["path"] for h in related["hits"]] == ["src/more.py"]
     human = _run("search", "main function", str(repo), "--index-dir", str(index_dir))
     assert "static tier" in human.stderr and "codesearch index" in human.stderr
+
+
+# -- navigation, budgets, scope options, read-only, agent set-up --------------------------------------------
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> tuple[Path, Path]:
+    """A small project of every kind, and its keyword index."""
+    from conftest import SESSIONS, UTILS
+
+    from codesearch import CodeSearch
+
+    root = tmp_path / "project"
+    for folder in ("src/pkg", "tests", "docs"):
+        (root / folder).mkdir(parents=True)
+    (root / "src" / "pkg" / "sessions.py").write_text(SESSIONS)
+    (root / "src" / "pkg" / "utils.py").write_text(UTILS)
+    (root / "tests" / "test_sessions.py").write_text(
+        "from pkg.sessions import Session\n\n\ndef test_strip_auth():\n"
+        "    assert Session().should_strip_auth('http://a', 'http://b')\n")
+    (root / "docs" / "auth.md").write_text("# Auth\n\nThe session strips the auth header on redirect.\n")
+    (root / "setup.cfg").write_text("[metadata]\nname = session-auth\n")
+    index_dir = tmp_path / "project-index"
+    CodeSearch(root, model=None, index_dir=index_dir).index()
+    return root, index_dir
+
+
+def _keyword(*args: str) -> list[str]:
+    return ["--model", "none", *args]
+
+
+def _paths(root: Path, index_dir: Path, query: str, *options: str) -> list[str]:
+    proc = _run("search", query, str(root), *_keyword("--mode", "bm25", "--index-dir", str(index_dir), "-k", "20",
+                                                      "--json", *options))
+    assert proc.returncode == 0, proc.stderr
+    return [hit["path"] for hit in json.loads(proc.stdout)["hits"]]
+
+
+def test_search_scope_include_exclude_kind_no_tests_and_no_docs(project: tuple[Path, Path]) -> None:
+    root, index_dir = project
+    assert set(_paths(root, index_dir, "session auth")) == {"src/pkg/sessions.py", "src/pkg/utils.py",
+                                                            "tests/test_sessions.py", "docs/auth.md", "setup.cfg"}
+    assert set(_paths(root, index_dir, "session auth", "--scope", "src/")) <= {"src/pkg/sessions.py", "src/pkg/utils.py"}
+    assert _paths(root, index_dir, "session auth", "--include", "*.md") == ["docs/auth.md"]
+    assert set(_paths(root, index_dir, "session auth", "--include", "*.md", "--include", "*.cfg")) == {"docs/auth.md",
+                                                                                                  "setup.cfg"}
+    assert "tests/test_sessions.py" not in _paths(root, index_dir, "session auth", "--exclude", "tests/")
+    assert _paths(root, index_dir, "session auth", "--kind", "test") == ["tests/test_sessions.py"]
+    assert set(_paths(root, index_dir, "session auth", "--kind", "doc", "--kind", "config")) == {"docs/auth.md",
+                                                                                             "setup.cfg"}
+    no_tests = _paths(root, index_dir, "session auth", "--no-tests")
+    assert "tests/test_sessions.py" not in no_tests and "docs/auth.md" in no_tests
+    neither = _paths(root, index_dir, "session auth", "--no-tests", "--no-docs")
+    assert "docs/auth.md" not in neither and "tests/test_sessions.py" not in neither and neither
+
+
+def test_an_empty_search_says_why_on_stderr_and_in_the_json(project: tuple[Path, Path]) -> None:
+    root, index_dir = project
+    base = _keyword("--mode", "bm25", "--index-dir", str(index_dir))
+    human = _run("search", "session", str(root), *base, "--scope", "nowhere")
+    assert human.returncode == 0 and "no hits" in human.stdout
+    assert "(no indexed file under 'nowhere' (no file there on disk either))" in human.stderr
+    answer = json.loads(_run("search", "quagga", str(root), *base, "--json").stdout)
+    assert answer["hits"] == [] and answer["note"] == "no word of the query (quagga) occurs in the indexed files"
+    assert "note" not in json.loads(_run("search", "session", str(root), *base, "--json").stdout)
+
+
+def test_def_and_refs(project: tuple[Path, Path]) -> None:
+    root, index_dir = project
+    base = _keyword("--index-dir", str(index_dir))
+    found = json.loads(_run("def", "Session.should_strip_auth", str(root), *base, "--json").stdout)
+    assert [(h["path"], h["defines"]) for h in found["hits"]] == [("src/pkg/sessions.py", "Session.should_strip_auth")]
+    assert found["name"] == "Session.should_strip_auth" and found["capped"] is False
+    human = _run("def", "super_len", str(root), *base, "--lines", "1")
+    assert human.returncode == 0 and "src/pkg/utils.py:1-" in human.stdout and "defines super_len" in human.stdout
+    missing = _run("def", "super_ln", str(root), *base)
+    assert missing.returncode == 0 and missing.stdout == ""
+    assert "no symbol named 'super_ln'" in missing.stderr and "closest names: super_len" in missing.stderr
+
+    refs = _run("refs", "should_strip_auth", str(root), *base)
+    assert refs.returncode == 0, refs.stderr
+    assert refs.stdout.splitlines() == [
+        "src/pkg/sessions.py:11: def should_strip_auth(self, old_url, new_url):  (defines Session.should_strip_auth)",
+        "tests/test_sessions.py:5: assert Session().should_strip_auth('http://a', 'http://b')",
+    ]
+    assert "textual" in refs.stderr
+    data = json.loads(_run("refs", "Session", str(root), *base, "-k", "1", "--json", "--compact").stdout)
+    assert data["textual"] is True and data["capped"] is True and set(data["hits"][0]) >= {"location", "line", "lines"}
+    _one_line_error(_run("refs", "+=", str(root), *base), "identifier")
+    _usage_error(_run("def", "x", str(root), *base, "--max-tokens", "0"), "'--max-tokens': 0 is not in the range x>=1")
+
+
+def test_max_tokens_keeps_the_printed_json_within_the_budget(project: tuple[Path, Path]) -> None:
+    from codesearch.answers import estimate_tokens
+
+    root, index_dir = project
+    base = _keyword("--mode", "bm25", "--index-dir", str(index_dir), "--json")
+    whole = _run("search", "session auth redirect", str(root), *base)
+    assert estimate_tokens(whole.stdout.strip()) > 300
+    for budget in ("150", "300", "2000"):
+        proc = _run("search", "session auth redirect", str(root), *base, "--max-tokens", budget)
+        answer = json.loads(proc.stdout)
+        assert estimate_tokens(proc.stdout.strip()) <= int(budget) == answer["max_tokens"]
+    assert answer["trimmed"] == answer["dropped"] == 0
+    small = json.loads(_run("search", "session auth redirect", str(root), *base, "--max-tokens", "150").stdout)
+    assert small["trimmed"] + small["dropped"] > 0
+    human = _run("search", "session auth redirect", str(root), *base[:-1], "--max-tokens", "150")
+    assert "left out to fit 150 tokens" in human.stderr
+    compact = json.loads(_run("search", "session auth", str(root), *base, "--compact").stdout)
+    assert set(compact["hits"][0]) == {"location", "symbols", "line"}
+    _one_line_error(_run("search", "session", str(root), *base, "--max-tokens", "10"), "below the smallest answer")
+
+
+def test_read_only_search_and_status_write_nothing(project: tuple[Path, Path]) -> None:
+    root, index_dir = project
+    (index_dir / "LOCK").unlink()
+    before = {p: p.read_bytes() for p in index_dir.rglob("*") if p.is_file()}
+    (root / "src" / "pkg" / "zoo.py").write_text("def zebra_crossing():\n    return 'stripes'\n")
+    found = _run("search", "zebra_crossing", str(root), *_keyword("--mode", "bm25", "--index-dir", str(index_dir),
+                                                                  "--read-only", "--json"))
+    answer = json.loads(found.stdout)
+    assert answer["hits"][0]["path"] == "src/pkg/zoo.py" and answer["refreshed"] == 1
+    status = json.loads(_run("status", str(root), *_keyword("--index-dir", str(index_dir), "--read-only", "--json")).stdout)
+    assert status["read_only"] is True and status["changed_files"] == 1
+    assert {p: p.read_bytes() for p in index_dir.rglob("*") if p.is_file()} == before
+    _usage_error(_run("index", str(root), *_keyword("--index-dir", str(index_dir)), "--read-only"), "No such option")
+
+
+def test_fp32_and_static_only_reach_the_api(project: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    from conftest import HashingEmbedder
+
+    import codesearch.search as search_module
+
+    root, index_dir = project
+    real = search_module.CodeSearch
+    seen: list[dict[str, object]] = []
+
+    def recording(path, **kwargs):  # type: ignore[no-untyped-def]
+        seen.append(kwargs)
+        kwargs.update(model=HashingEmbedder(name="dense"), static=HashingEmbedder(name="dense", dim=64, salt="s"))
+        return real(path, **kwargs)
+
+    monkeypatch.setattr(search_module, "CodeSearch", recording)
+    fresh = index_dir.parent / "two-tier"
+    static = CliRunner().invoke(main, ["index", str(root), "--index-dir", str(fresh), "--static-only", "--json", "--fp32"])
+    assert static.exit_code == 0, static.output
+    report = json.loads(static.output)
+    assert (report["tier"], report["embedded"], report["static_embedded"]) == ("static", 0, report["chunks"])
+    assert seen[-1]["int8"] is False
+    full = CliRunner().invoke(main, ["index", str(root), "--index-dir", str(fresh), "--json"])
+    assert json.loads(full.output)["tier"] == "full" and seen[-1]["int8"] is True
+
+
+def test_export_passes_out_and_int8(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    import codesearch.embedding.export as export_module
+
+    seen: list[dict[str, object]] = []
+
+    def fake_export(model, **kwargs):  # type: ignore[no-untyped-def]
+        seen.append({"model": model, **kwargs})
+        return SimpleNamespace(spec=SimpleNamespace(name=model), path=kwargs["out"] or "cache", int8_used=kwargs["int8"],
+                               gate={"passed": True}, cached=False, seconds=1.234)
+
+    monkeypatch.setattr(export_module, "export_model", fake_export)
+    result = CliRunner().invoke(main, ["export", "minilm", "--int8", "--out", str(tmp_path / "out"), "--json", "-q"])
+    assert result.exit_code == 0, result.output
+    assert seen == [{"model": "minilm", "int8": True, "out": str(tmp_path / "out"), "progress": False}]
+    assert json.loads(result.output) == {"model": "minilm", "path": str(tmp_path / "out"), "int8_used": True,
+                                         "gate": {"passed": True}, "cached": False, "seconds": 1.23}
+    plain = CliRunner().invoke(main, ["export", "minilm", "--json"])
+    assert plain.exit_code == 0 and seen[-1] == {"model": "minilm", "int8": False, "out": None, "progress": False}
+
+
+def test_agent_setup_prints_registrations_and_the_guide_and_writes_nothing(project: tuple[Path, Path]) -> None:
+    root, index_dir = project
+    before = sorted(p for p in root.parent.rglob("*"))
+    text = CliRunner().invoke(main, ["agent-setup", str(root)])
+    assert text.exit_code == 0
+    assert "claude mcp add codesearch -- " in text.output and f"mcp {root.resolve()}" in text.output
+    assert "find_definition" in text.output and "find_references" in text.output and "grep" in text.output
+    cursor = CliRunner().invoke(main, ["agent-setup", str(root), "--client", "cursor"])
+    block = cursor.output[cursor.output.index("{"):]
+    server = json.loads(block)["mcpServers"]["codesearch"]
+    assert server["args"] == ["mcp", str(root.resolve())] and "guide" not in cursor.output.lower()
+    shared = json.loads(CliRunner().invoke(main, ["agent-setup", str(root), "--index-dir", str(index_dir),
+                                                  "--read-only", "--json"]).output)
+    assert shared["command"][-4:] == [str(root.resolve()), "--index-dir", str(index_dir.resolve()), "--read-only"]
+    assert set(shared["clients"]) == {"claude-code", "claude-desktop", "cursor", "vscode", "codex"}
+    assert "[mcp_servers.codesearch]" in shared["clients"]["codex"]["text"] and "AGENTS.md" not in shared["guide"]
+    assert sorted(p for p in root.parent.rglob("*")) == before

@@ -51,7 +51,7 @@ def test_mcp_session_search_related_freshness_status_and_errors(tmp_path: Path) 
             async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as client:
                 await client.initialize()
                 tools = {t.name for t in (await client.list_tools()).tools}
-                assert tools == {"search", "find_related", "index_status", "reindex"}
+                assert tools == {"search", "find_related", "find_definition", "find_references", "index_status", "reindex"}
 
                 status = _result(await client.call_tool("index_status", {}))
                 assert status["indexed"] is False
@@ -101,6 +101,160 @@ def test_mcp_session_search_related_freshness_status_and_errors(tmp_path: Path) 
                 assert found["tier"] == "full" and "Session.should_strip_auth" in found["hits"][0]["symbols"]
 
     anyio.run(session)
+
+
+TESTS = """\
+from pkg.sessions import Session
+
+
+def test_strip_auth():
+    assert Session().should_strip_auth("http://a", "http://b")
+"""
+
+
+def _keyword_server(repo: Path, tmp_path: Path, *args: str) -> StdioServerParameters:
+    return StdioServerParameters(
+        command=sys.executable, args=["-m", "codesearch.cli", "mcp", str(repo), "--model", "none", *args],
+        env={**os.environ, "CODESEARCH_CACHE_DIR": str(tmp_path / "cache"), "HF_HUB_OFFLINE": "1"}, cwd=str(tmp_path))
+
+
+def test_mcp_session_navigation_budget_scope_and_errors(tmp_path: Path) -> None:
+    """A keyword-only server: the navigation tools, answers measured against max_tokens, the scope arguments,
+    repo= on index_status and reindex, and bad arguments as tool errors while the server keeps serving."""
+    from codesearch.answers import estimate_tokens
+
+    repo = tmp_path / "repo"
+    (repo / "pkg").mkdir(parents=True)
+    (repo / "tests").mkdir()
+    (repo / "docs").mkdir()
+    (repo / "pkg" / "sessions.py").write_text(SESSIONS)
+    (repo / "pkg" / "utils.py").write_text(UTILS)
+    (repo / "tests" / "test_sessions.py").write_text(TESTS)
+    (repo / "docs" / "auth.md").write_text("# Auth\n\nThe session strips the auth header on redirect.\n")
+    other = tmp_path / "other"
+    (other / "lib").mkdir(parents=True)
+    (other / "lib" / "netrc.py").write_text("def read_netrc(path):\n    return {}\n")
+
+    async def session() -> None:
+        with open(tmp_path / "server.log", "w") as errlog:
+            async with stdio_client(_keyword_server(repo, tmp_path), errlog=errlog) as (read, write), \
+                    ClientSession(read, write) as client:
+                await client.initialize()
+
+                async def call(tool: str, arguments: dict[str, Any]) -> tuple[dict[str, Any], int]:
+                    answer = await client.call_tool(tool, arguments)
+                    return _result(answer), estimate_tokens(answer.content[0].text)
+
+                found, _ = await call("find_definition", {"name": "Session.should_strip_auth"})
+                top = found["hits"][0]
+                assert (top["path"], top["defines"], found["capped"]) == ("pkg/sessions.py", "Session.should_strip_auth",
+                                                                          False)
+                assert "text" in top and "note" not in found
+                missing, _ = await call("find_definition", {"name": "should_strip_aut"})
+                assert missing["hits"] == [] and "closest names: should_strip_auth" in missing["note"]
+                refs, _ = await call("find_references", {"name": "should_strip_auth", "compact": True})
+                assert refs["textual"] is True and "dynamic dispatch" in refs["note"]
+                assert [(h["location"].split(":")[0], h.get("defines")) for h in refs["hits"]] == [
+                    ("pkg/sessions.py", "Session.should_strip_auth"), ("tests/test_sessions.py", None)]
+                assert refs["hits"][1]["line"] == 'assert Session().should_strip_auth("http://a", "http://b")'
+                capped, _ = await call("find_references", {"name": "Session", "k": 1})
+                assert capped["capped"] is True and len(capped["hits"]) == 1
+
+                # The whole answer, as the client receives it, within max_tokens; what was cut is said.
+                _, size = await call("search", {"query": "session auth redirect", "mode": "bm25"})
+                assert size > 150
+                for tool, arguments in [("search", {"query": "session auth redirect", "mode": "bm25"}),
+                                        ("find_definition", {"name": "Session"}),
+                                        ("find_references", {"name": "Session"}),
+                                        ("search", {"query": "session auth redirect", "mode": "bm25", "compact": True})]:
+                    for budget in (150, 300, 2000):
+                        answer, size = await call(tool, {**arguments, "max_tokens": budget})
+                        assert size <= budget and answer["tokens"] == size and answer["max_tokens"] == budget
+                assert answer["trimmed"] == answer["dropped"] == 0
+                small, _ = await call("search", {"query": "session auth redirect", "mode": "bm25", "max_tokens": 150})
+                assert small["dropped"] + small["trimmed"] > 0
+
+                # Scope arguments, kinds and max_lines.
+                scoped, _ = await call("search", {"query": "session auth", "mode": "bm25", "scope": "pkg/"})
+                assert {h["path"] for h in scoped["hits"]} <= {"pkg/sessions.py", "pkg/utils.py"} and scoped["hits"]
+                kinds, _ = await call("search", {"query": "session auth", "mode": "bm25", "kinds": ["test", "doc"]})
+                assert {h["kind"] for h in kinds["hits"]} == {"test", "doc"}
+                globbed, _ = await call("search", {"query": "session auth", "mode": "bm25", "include": ["*.md"]})
+                assert [h["path"] for h in globbed["hits"]] == ["docs/auth.md"]
+                kept, _ = await call("search", {"query": "session auth", "mode": "bm25", "exclude": ["pkg/", "docs/"]})
+                assert [h["path"] for h in kept["hits"]] == ["tests/test_sessions.py"]
+                empty, _ = await call("search", {"query": "session", "mode": "bm25", "scope": "nowhere/"})
+                assert empty["hits"] == [] and empty["note"].startswith("no indexed file under 'nowhere'")
+                lines, _ = await call("search", {"query": "should_strip_auth", "mode": "bm25", "max_lines": 1})
+                assert lines["hits"][0]["truncated"] is True and "\n" not in lines["hits"][0]["text"]
+                whole_text, _ = await call("search", {"query": "read_netrc", "mode": "bm25", "repo": str(other),
+                                                      "max_lines": 40})
+                assert whole_text["hits"][0]["truncated"] is False
+
+                # repo= on index_status and reindex.
+                status, _ = await call("index_status", {"repo": str(other)})
+                assert status["indexed"] is True and status["root"] == str(other.resolve())
+                assert status["read_only"] is False and status["refreshed_in_memory"] == 0
+                report, _ = await call("reindex", {"repo": str(other)})
+                assert report["repo"] == str(other.resolve()) and report["files"] == 1 and report["embedded"] == 0
+                fresh = tmp_path / "fresh"
+                (fresh / "src").mkdir(parents=True)
+                (fresh / "src" / "a.py").write_text("def alpha():\n    return 1\n")
+                status, _ = await call("index_status", {"repo": str(fresh)})
+                assert status["indexed"] is False
+                report, _ = await call("reindex", {"repo": str(fresh)})
+                assert report["tier"] == "keyword" and report["chunks"] == 1
+
+                for tool, arguments, needle in [
+                    ("search", {"query": "x", "max_tokens": 0}, "max_tokens must be at least 1"),
+                    ("search", {"query": "x", "mode": "bm25", "max_tokens": 5}, "below the smallest answer"),
+                    ("search", {"query": "x", "max_lines": -1}, "max_lines must be 0 or more"),
+                    ("find_definition", {"name": "send", "max_tokens": -3}, "max_tokens must be at least 1"),
+                    ("find_definition", {"name": " "}, "name is empty"),
+                    ("find_definition", {"name": "send", "k": 0}, "at least 1"),
+                    ("find_references", {"name": "+="}, "identifier"),
+                    ("find_references", {"name": "send", "max_lines": -2}, "max_lines"),
+                    ("find_related", {"location": "pkg/utils.py:1", "max_tokens": 0}, "max_tokens"),
+                ]:
+                    assert needle in _error(await client.call_tool(tool, arguments)), (tool, arguments)
+                    assert _result(await client.call_tool("index_status", {}))["indexed"] is True
+
+    anyio.run(session)
+
+
+def test_several_read_only_mcp_servers_share_one_index(tmp_path: Path) -> None:
+    """Two agents' servers read one index at once: no lock, no write, and each sees an edit in memory."""
+    from codesearch import CodeSearch
+
+    repo = tmp_path / "repo"
+    (repo / "pkg").mkdir(parents=True)
+    (repo / "pkg" / "sessions.py").write_text(SESSIONS)
+    index_dir = tmp_path / "shared-index"
+    CodeSearch(repo, model=None, index_dir=index_dir).index()
+    (index_dir / "LOCK").unlink()
+    (repo / "pkg" / "zoo.py").write_text("def zebra_crossing():\n    return 'stripes'\n")
+    before = sorted(str(p.relative_to(index_dir)) for p in index_dir.rglob("*"))
+
+    async def agent(results: list[dict[str, Any]]) -> None:
+        params = _keyword_server(repo, tmp_path, "--index-dir", str(index_dir), "--read-only")
+        with open(tmp_path / f"server{len(results)}.log", "w") as errlog:
+            async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as client:
+                await client.initialize()
+                found = _result(await client.call_tool("find_definition", {"name": "zebra_crossing"}))
+                status = _result(await client.call_tool("index_status", {}))
+                assert "read-only" in _error(await client.call_tool("reindex", {}))
+                results.append({"path": found["hits"][0]["path"], "read_only": status["read_only"],
+                                "in_memory": status["refreshed_in_memory"]})
+
+    async def both() -> list[dict[str, Any]]:
+        results: list[dict[str, Any]] = []
+        async with anyio.create_task_group() as group:
+            group.start_soon(agent, results)
+            group.start_soon(agent, results)
+        return results
+
+    assert anyio.run(both) == [{"path": "pkg/zoo.py", "read_only": True, "in_memory": 1}] * 2
+    assert sorted(str(p.relative_to(index_dir)) for p in index_dir.rglob("*")) == before
 
 
 class _SlowEmbedder(HashingEmbedder):

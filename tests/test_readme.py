@@ -32,7 +32,7 @@ def test_cli_usage_in_readme_matches_commands() -> None:
     from codesearch.cli import main
 
     usage = README.split("## Command line", 1)[1].split("```", 2)[1]
-    documented = set(re.findall(r"^codesearch (\w+)", usage, flags=re.M))
+    documented = set(re.findall(r"^codesearch ([\w-]+)", usage, flags=re.M))
     assert documented == set(main.commands)
 
 
@@ -55,3 +55,18 @@ def test_python_example_runs(tmp_path: Path, monkeypatch) -> None:  # type: igno
     exec(compile(block.replace("path/to/repo", str(repo)), "README.md", "exec"), namespace)
     hits = namespace["hits"]
     assert hits and hits[0].path == "src/sessions.py"  # type: ignore[index,attr-defined]
+
+
+def test_ci_fails_at_once_without_the_requests_corpus(tmp_path: Path) -> None:
+    """.ci/run needs ../shared/corpora/requests-2.32.3.tar.gz: without it, it stops before installing anything."""
+    import shutil
+    import subprocess
+
+    project = tmp_path / "project"
+    (project / ".ci").mkdir(parents=True)
+    shutil.copy(ROOT / ".ci" / "run", project / ".ci" / "run")
+    proc = subprocess.run(["bash", str(project / ".ci" / "run")], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "CODESEARCH_CACHE_DIR": str(tmp_path / "cache")})
+    assert proc.returncode != 0
+    assert "requests-2.32.3.tar.gz is missing" in proc.stderr and "skip" not in proc.stderr + proc.stdout
+    assert not (project / ".venv").exists()

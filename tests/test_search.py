@@ -361,3 +361,39 @@ def test_the_query_is_embedded_while_the_stat_pass_runs(repo: Path, tmp_path: Pa
     assert hits[0].path == "src/pkg/utils.py" and "netrc file" in hits[0].text  # refreshed, then ranked
     assert cs.last_search is not None and cs.last_search.refreshed == 1
     assert seen and seen[0].startswith("codesearch-query")
+
+
+# -- empty answers say why ------------------------------------------------------------------------------
+
+
+def test_an_empty_answer_says_why(repo: Path, tmp_path: Path, hashing_embedder: HashingEmbedder) -> None:
+    (repo / "assets").mkdir()
+    (repo / "assets" / "logo.png").write_bytes(b"\x89PNG\0\0")
+    (repo / "assets" / "big.rs").write_text("fn main() {}\n" + "// x\n" * 300_000)
+    (repo / ".gitignore").write_text("vendor/\n")
+    (repo / "vendor").mkdir()
+    (repo / "vendor" / "lib.rs").write_text("fn vendored() {}\n")
+    cs = _cs(repo, tmp_path, hashing_embedder)
+    cs.index()
+
+    def note(query: str, **kwargs) -> str:  # type: ignore[no-untyped-def]
+        assert cs.search(query, **kwargs) == []
+        assert cs.last_search is not None and cs.last_search.note is not None
+        return cs.last_search.note
+
+    assert note("redirect", mode="bm25", scope="nowhere/") == "no indexed file under 'nowhere' (no file there on disk either)"
+    assert note("redirect", scope="assets") == ("no indexed file under 'assets': all 2 files there were skipped "
+                                                "(1 binary, 1 too large)")
+    assert note("redirect", include="*.rs") == ("no indexed file matching '*.rs': all 2 files there were skipped "
+                                                "(1 ignored by .gitignore or .codesearchignore, 1 too large)")
+    assert note("redirect", scope="src", kinds="test") == ("no test file is indexed under 'src': the 2 indexed files "
+                                                           "there are 2 source")
+    assert note("redirect", scope="tests", exclude_kinds="test") == (
+        "every indexed file under 'tests' is of a kind left out (test): the 1 indexed files there are 1 test")
+    assert note("zebra quagga", mode="bm25") == "no word of the query (zebra, quagga) occurs in the indexed files"
+    assert note("???") == ("the query holds no word to look up (letters, digits or _) and its embedding is empty "
+                           "(the model knows none of its tokens); describe what the code does")
+    assert note("???", mode="dense").startswith("the query's embedding is empty")
+    assert note("redirect", mode="bm25", scope="src/pkg/utils.py") == (
+        "no chunk in scope holds a word of the query (redirect); they occur only outside the scope")
+    assert cs.search("redirect", k=1) and cs.last_search is not None and cs.last_search.note is None

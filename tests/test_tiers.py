@@ -441,6 +441,22 @@ def test_multi_search_fuses_and_labels_hits_from_each_root(repo: Path, tmp_path:
         MultiSearch([])
 
 
+def test_multi_search_indexes_every_root_and_refuses_k_below_1(repo: Path, tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CODESEARCH_CACHE_DIR", str(tmp_path / "cache"))
+    other = tmp_path / "other"
+    (other / "lib").mkdir(parents=True)
+    (other / "lib" / "length.py").write_text("def body_length(body):\n    return len(body)\n")
+    multi = MultiSearch([repo, other], model=None)
+    reports = multi.index()
+    assert [(r.files, r.tier) for r in reports] == [(2, "keyword"), (1, "keyword")]
+    assert [s.store.exists() for s in multi.searchers] == [True, True]
+    for k in (0, -1):
+        with pytest.raises(ValueError, match="k must be at least 1"):
+            multi.search("body length", k=k, mode="bm25")
+    assert multi.index()[0].reused == reports[0].chunks  # a second run keeps every chunk
+
+
 def test_vectors_agree_with_a_rebuild_after_refreshes(repo: Path, tmp_path: Path) -> None:
     cs, _, _ = _two_tier(repo, tmp_path / "index")
     cs.index()

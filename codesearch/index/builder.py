@@ -142,8 +142,8 @@ class _Vectors:
     """One embedding tier's vectors for the new chunks, by key from the committed index or a checkpoint, or new."""
 
     def __init__(self, tier: Tier, embedder: TextEmbedder, previous: LoadedIndex | None, store: IndexStore,
-                 shares_windows: bool) -> None:
-        self.tier, self.embedder, self.store = tier, embedder, store
+                 shares_windows: bool, checkpoint: bool = True) -> None:
+        self.tier, self.embedder, self.store, self.checkpoint = tier, embedder, store, checkpoint
         self.old: np.ndarray | None = None
         self.old_rows: dict[bytes, int] = {}
         stored = previous.manifest.of(tier) if previous is not None else None
@@ -155,7 +155,7 @@ class _Vectors:
             kinds, keys = previous.columns.kind, previous.columns.key
             self.old_rows = {bytes(keys[i]): i for i in range(len(previous)) if int(kinds[i]) not in unread
                              and i not in copies}
-        self.saved: dict[str, np.ndarray] = store.load_checkpoint(embedder.fingerprint)
+        self.saved: dict[str, np.ndarray] = store.load_checkpoint(embedder.fingerprint) if checkpoint else {}
 
     def found(self, key: bytes) -> tuple[int | None, np.ndarray | None]:
         """``(old row, None)`` or ``(None, checkpointed vector)`` for a key, or ``(None, None)``."""
@@ -197,7 +197,9 @@ class _StaticStream:
         self._unsaved.append(([chunk_key_bytes(document).hex() for _, document in self._pending], made))
         self.embedded += len(self._pending)
         self._pending = []
-        if sum(len(keys) for keys, _ in self._unsaved) >= STATIC_CHECKPOINT_EVERY:
+        if not self.vectors.checkpoint:
+            self._unsaved = []
+        elif sum(len(keys) for keys, _ in self._unsaved) >= STATIC_CHECKPOINT_EVERY:
             self._builder.store.save_checkpoint(self.vectors.embedder.fingerprint,
                                                 [k for keys, _ in self._unsaved for k in keys],
                                                 np.concatenate([v for _, v in self._unsaved]))
@@ -239,8 +241,13 @@ class IndexBuilder:
         self._cancel.set()
 
     def build(self, tier: Tier, previous: LoadedIndex | None, *, progress: bool = False,
-              first_answer: bool = False) -> tuple[LoadedIndex, IndexReport]:
+              first_answer: bool = False, commit: bool = True) -> tuple[LoadedIndex, IndexReport]:
         """Index the repository as it is on disk now and commit it; call under the store's write lock.
+
+        With ``commit=False`` nothing is written (no checkpoint, no generation,
+        no lock needed): the new index lives in memory only, keeping the token
+        of ``previous`` (the generation it was built on). That is how a
+        read-only index sees the files changed since it was built.
 
         Args:
             tier: ``full`` (transformer vectors, plus the static tier when
@@ -251,6 +258,7 @@ class IndexBuilder:
             progress: show progress bars.
             first_answer: building for a search's first answer: the static
                 tier where its model can be had, else the transformer's.
+            commit: commit the new index to the store (``False``: in memory only).
 
         Returns:
             The new index in memory and what the run did.
@@ -277,8 +285,8 @@ class IndexBuilder:
             if not static_checked:
                 static_checked = True
                 if tier != KEYWORD and self.tiers.static_loads(self.root):
-                    static = _StaticStream(_Vectors(STATIC, self.tiers.static_embedder, previous, self.store, False),
-                                           self, progress)
+                    static = _StaticStream(_Vectors(STATIC, self.tiers.static_embedder, previous, self.store, False,
+                                                    commit), self, progress)
             if static is not None:
                 static.add(row, key, path, text)
 
@@ -342,7 +350,7 @@ class IndexBuilder:
             if keeps_full:
                 assert previous is not None
                 self.tiers.check(previous.manifest, FULL, embedder)
-            full = _Vectors(FULL, embedder, previous, self.store, True)
+            full = _Vectors(FULL, embedder, previous, self.store, True, commit)
             vectors[FULL], embedded = self._full_vectors(full, columns, read, heads, progress)
             full_facts = TierFacts(embedder.spec.name, embedder.fingerprint, embedder.dim, unread_kinds)
             tier = FULL
@@ -358,9 +366,13 @@ class IndexBuilder:
         arrays.update(columns.to_arrays())
         arrays.update(symbols.to_arrays())
         arrays.update({BM25_PREFIX + name: array for name, array in bm25.to_arrays().items()})
-        self.store.save(IndexSnapshot(manifest.to_json(), [], arrays))
-        self.store.clear_checkpoint()
-        loaded = LoadedIndex(manifest, columns, vectors, bm25, symbols, self.store.current_token())
+        if commit:
+            self.store.save(IndexSnapshot(manifest.to_json(), [], arrays))
+            self.store.clear_checkpoint()
+            token = self.store.current_token()
+        else:
+            token = previous.token if previous is not None else None
+        loaded = LoadedIndex(manifest, columns, vectors, bm25, symbols, token)
         old_keys = {bytes(k) for k in previous.columns.key} if previous is not None else set()
         new_keys = {bytes(k) for k in columns.key}
         report = IndexReport(
@@ -417,7 +429,8 @@ class IndexBuilder:
                     raise IndexCancelledError(f"indexing {self.root} was cancelled; {start} chunks kept for next time")
                 part = missing[start:start + CHECKPOINT_EVERY]
                 made = full.embedder.embed_documents([document_text(columns.path(i), columns.text(i)) for i in part])
-                self.store.save_checkpoint(full.embedder.fingerprint, [columns.key_hex(i) for i in part], made)
+                if full.checkpoint:
+                    self.store.save_checkpoint(full.embedder.fingerprint, [columns.key_hex(i) for i in part], made)
                 out[part] = made
                 bar.update(len(part))
         for row, head in heads.items():

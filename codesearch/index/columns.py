@@ -64,6 +64,11 @@ class ChunkColumns:
     def n_files(self) -> int:
         return len(self.paths)
 
+    def text_files(self) -> list[str]:
+        """The files indexed as text (the file table also keeps the stat of those skipped for their content)."""
+        read: list[bool] = np.asarray(self.file_sha256).any(axis=1).tolist()
+        return [path for path, text in zip(self.paths.tolist(), read) if text]
+
     def path(self, i: int) -> str:
         """Chunk ``i``'s file path."""
         return self.paths[int(self.file_of[i])]

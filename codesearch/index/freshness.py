@@ -212,11 +212,14 @@ class Freshness:
 
         ``rebuild`` runs under the store's write lock, taken without waiting:
         when another writer holds it, the committed index answers as it is
-        (0 files refreshed).
+        (0 files refreshed). A read-only store takes no lock: ``rebuild``
+        builds in memory only.
         """
         found, taken = self._find(loaded)
         if not found:
             return loaded, 0
+        if self.store.read_only:
+            return rebuild(), len(found)
         try:
             with self.store.write_lock(timeout=0):
                 return rebuild(), len(found)

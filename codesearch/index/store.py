@@ -52,7 +52,13 @@ from typing import Any, BinaryIO, NamedTuple
 
 import numpy as np
 
-from codesearch.exceptions import IndexCorruptError, IndexFormatError, IndexLockedError, IndexNotFoundError
+from codesearch.exceptions import (
+    IndexCorruptError,
+    IndexFormatError,
+    IndexLockedError,
+    IndexNotFoundError,
+    IndexReadOnlyError,
+)
 
 if sys.platform == "win32":  # pragma: no cover - exercised only on Windows
     import msvcrt
@@ -221,12 +227,20 @@ class IndexStore:
     ``with store.write_lock(...)``. Readers (``load``, ``read_manifest``) take
     no lock and are safe while another process commits.
 
+    A read-only store (``read_only=True``) reads as any other and refuses
+    every write (the lock, saves, checkpoints) with
+    :class:`~codesearch.exceptions.IndexReadOnlyError`; it creates no file,
+    not even ``LOCK``, so it can serve from a read-only folder, and any number
+    of processes can read one index at once.
+
     Args:
         directory: the index folder; created by the first save.
+        read_only: never write here (see :meth:`is_writable` to decide).
     """
 
-    def __init__(self, directory: str | os.PathLike[str]) -> None:
+    def __init__(self, directory: str | os.PathLike[str], *, read_only: bool = False) -> None:
         self._directory = Path(directory).expanduser().absolute()
+        self.read_only = read_only
         self._thread_lock = threading.RLock()
         self._lock_fd: int | None = None
         self._lock_depth = 0
@@ -246,6 +260,25 @@ class IndexStore:
 
     def __repr__(self) -> str:
         return f"IndexStore({str(self._directory)!r})"
+
+    def is_writable(self) -> bool:
+        """Whether this process may write here: the folder (or, before the first save, the nearest existing
+        folder above it) is writable and on a file system mounted read-write, and so is ``LOCK`` if present."""
+        folder = self._directory
+        while not folder.exists() and folder.parent != folder:
+            folder = folder.parent
+        if not os.access(folder, os.W_OK) or _mounted_read_only(folder):
+            return False
+        lock = self._directory / _LOCK
+        return not lock.exists() or os.access(lock, os.W_OK)
+
+    def check_writable(self, what: str) -> None:
+        """Raise :class:`~codesearch.exceptions.IndexReadOnlyError` (saying this store cannot ``what``) if it is read-only."""
+        if self.read_only:
+            raise IndexReadOnlyError(
+                f"the index at {self._directory} is read-only here, so it cannot {what}; build or update it "
+                f"where it is writable (`codesearch index PATH --index-dir {self._directory}`)"
+            )
 
     def exists(self) -> bool:
         """Whether a generation has been committed here (not verified; ``load`` verifies)."""
@@ -278,6 +311,7 @@ class IndexStore:
             IndexLockedError: another process (or thread) still holds the lock
                 after ``timeout``; the message names its pid and the lock file.
         """
+        self.check_writable("take the write lock")
         deadline = None if timeout < 0 else time.monotonic() + timeout
         if not self._thread_lock.acquire(timeout != 0, timeout if timeout > 0 else -1):
             raise IndexLockedError(
@@ -319,9 +353,11 @@ class IndexStore:
         Raises:
             ValueError: manifest or chunks are not JSON-serialisable.
             IndexLockedError: another writer holds the lock.
+            IndexReadOnlyError: the store is read-only.
         """
         if not isinstance(snapshot, IndexSnapshot):
             raise TypeError(f"save() takes an IndexSnapshot, not {type(snapshot).__name__}")
+        self.check_writable("be saved")
         _json_bytes(snapshot.manifest, "manifest")  # fail before taking the lock
         chunk_bytes = _json_bytes(snapshot.chunks, "chunks")
         with self.write_lock(timeout):
@@ -385,6 +421,7 @@ class IndexStore:
             keys: one chunk key per row of ``vectors``.
             vectors: float32 rows.
         """
+        self.check_writable("keep a checkpoint")
         if len(keys) != len(vectors):
             raise ValueError(f"save_checkpoint got {len(keys)} keys for {len(vectors)} vectors")
         if not keys:
@@ -424,6 +461,7 @@ class IndexStore:
 
     def clear_checkpoint(self) -> None:
         """Drop every checkpoint part (after a commit has made them redundant)."""
+        self.check_writable("clear its checkpoint")
         shutil.rmtree(self._directory / _CHECKPOINT, ignore_errors=True)
 
     # -- writing -------------------------------------------------------------
@@ -825,6 +863,14 @@ def _release_file_lock(fd: int) -> None:
             fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
         os.close(fd)
+
+
+def _mounted_read_only(folder: Path) -> bool:
+    """Whether ``folder`` is on a file system mounted read-only (where even root cannot write)."""
+    try:
+        return bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+    except (OSError, AttributeError):  # pragma: no cover - no statvfs (Windows)
+        return False
 
 
 def _lock_holder(path: Path) -> str:

@@ -31,7 +31,8 @@ PATH_CLASSES = (TEST, COMPAT, EXAMPLE, REEXPORT, STUB, DOC, CONFIG)
 _COMPAT_DIRS = frozenset({"compat", "_compat", "legacy", "deprecated"})
 _EXAMPLE_DIRS = frozenset({"example", "examples", "_example", "_examples", "docs_src", "samples", "sample"})
 _REEXPORT_FILES = frozenset({"__init__.py", "package-info.java", "module-info.java"})
-_QUALIFIERS = re.compile(r"::|\\|->|\.|#|:")
+QUALIFIERS = re.compile(r"::|\\|->|\.|#|:")
+"""What separates the parts of a qualified name in the languages indexed: ``::``, ``\\``, ``->``, ``.``, ``#``, ``:``."""
 
 
 def definition_names(symbol: str) -> tuple[str, ...]:
@@ -44,7 +45,7 @@ def definition_names(symbol: str) -> tuple[str, ...]:
     if text.startswith("impl "):
         text = text[5:].rsplit(" for ", 1)[-1]
     text = text.replace("(*", "").replace(")", "").replace("(", "")
-    last = _QUALIFIERS.split(text)[-1].strip("*& ")
+    last = QUALIFIERS.split(text)[-1].strip("*& ")
     return (text, last) if last and last != text else (text,)
 
 
@@ -152,6 +153,9 @@ class SymbolTable:
             return []
         return [Definition(int(self.chunks[j]), self.written[j]) for j in range(int(self.start[found]),
                                                                                int(self.start[found + 1]))]
+
+    def __contains__(self, lower: object) -> bool:
+        return isinstance(lower, str) and self.names.find(lower) is not None
 
     def to_arrays(self) -> dict[str, np.ndarray]:
         return {**self.names.to_arrays("symtab_names"), "symtab_start": self.start, "symtab_chunks": self.chunks,
@@ -325,6 +329,7 @@ class _ScopedFacts:
 
 __all__ = [
     "PATH_CLASSES",
+    "QUALIFIERS",
     "Definition",
     "IndexFacts",
     "SymbolTable",
