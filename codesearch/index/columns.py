@@ -66,8 +66,9 @@ class ChunkColumns:
 
     def text_files(self) -> list[str]:
         """The files indexed as text (the file table also keeps the stat of those skipped for their content)."""
-        read: list[bool] = np.asarray(self.file_sha256).any(axis=1).tolist()
-        return [path for path, text in zip(self.paths.tolist(), read) if text]
+        read = np.flatnonzero(np.asarray(self.file_sha256).any(axis=1))
+        paths = self.paths.tolist()
+        return [paths[i] for i in read.tolist()]
 
     def path(self, i: int) -> str:
         """Chunk ``i``'s file path."""
