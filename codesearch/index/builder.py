@@ -177,13 +177,18 @@ class _StaticStream:
         self._unsaved: list[tuple[list[str], np.ndarray]] = []
         self.embedded = 0
 
-    def add(self, row: int, key: bytes, path: str, text: str) -> None:
+    def add(self, row: int, key: bytes, path: str, text: str, made: np.ndarray | None = None) -> None:
+        """Note chunk ``row``'s vector: kept from the committed index or a checkpoint, ``made`` by the cutter, or
+        embedded here in a batch."""
         old, saved = self.vectors.found(key)
         if old is not None:
             self._kept_rows.append(row)
             self._kept_from.append(old)
         elif saved is not None:
             self._made.append((np.array([row]), saved[None, :]))
+        elif made is not None:
+            self._made.append((np.array([row]), made[None, :]))
+            self.embedded += 1
         else:
             self._pending.append((row, document_text(path, text)))
             if len(self._pending) >= STATIC_BATCH:
@@ -279,18 +284,24 @@ class IndexBuilder:
         writer, keywords = ColumnsWriter(), BM25Builder()
         text_files = cut = 0
 
-        def add_static(row: int, key: bytes, path: str, text: str) -> None:
-            # The static model loads at the first chunk: an empty folder fails in milliseconds.
+        def static_stream() -> _StaticStream | None:
+            # The static model loads when there is something to cut or keep: an empty folder fails in milliseconds.
             nonlocal static, static_checked
             if not static_checked:
                 static_checked = True
                 if tier != KEYWORD and self.tiers.static_loads(self.root):
                     static = _StaticStream(_Vectors(STATIC, self.tiers.static_embedder, previous, self.store, False,
                                                     commit), self, progress)
-            if static is not None:
-                static.add(row, key, path, text)
+            return static
 
-        for listed_file, kept, cut_file in self._stream(listed, old, progress):
+        def add_static(row: int, key: bytes, path: str, text: str, made: np.ndarray | None = None) -> None:
+            stream = static_stream()
+            if stream is not None:
+                stream.add(row, key, path, text, made)
+
+        stream = static_stream() if listed else None
+        for listed_file, kept, cut_file in self._stream(listed, old, progress,
+                                                        stream.vectors.embedder if stream is not None else None):
             # Read again (its stat changed, or was too recent to trust) with the same bytes: kept as unchanged.
             same = cut_file is not None and cut_file.same
             number = old.number(listed_file.rel) if same else kept
@@ -319,7 +330,7 @@ class IndexBuilder:
             for chunk in result.chunks:
                 row = writer.add_chunk(file, chunk.start, chunk.end, kind, chunk.key, chunk.symbols, chunk.text)
                 keywords.add_counts(chunk.terms, chunk.counts)
-                add_static(row, chunk.key, listed_file.rel, chunk.text)
+                add_static(row, chunk.key, listed_file.rel, chunk.text, chunk.static)
             if self._cancel.is_set():
                 raise IndexCancelledError(f"indexing {self.root} was cancelled; nothing was committed")
         columns = writer.finish()
@@ -365,7 +376,7 @@ class IndexBuilder:
         arrays = {ARRAYS[t]: v for t, v in vectors.items()}
         arrays.update(columns.to_arrays())
         arrays.update(symbols.to_arrays())
-        arrays.update({BM25_PREFIX + name: array for name, array in bm25.to_arrays().items()})
+        arrays.update({BM25_PREFIX + name: array for name, array in bm25.to_arrays(copy=False).items()})
         if commit:
             self.store.save(IndexSnapshot(manifest.to_json(), [], arrays))
             self.store.clear_checkpoint()
@@ -390,8 +401,8 @@ class IndexBuilder:
         )
         return loaded, report
 
-    def _stream(self, listed: Sequence[Listed], old: _Previous,
-                progress: bool) -> Iterator[tuple[Listed, int | None, CutFile | None]]:
+    def _stream(self, listed: Sequence[Listed], old: _Previous, progress: bool,
+                static: TextEmbedder | None) -> Iterator[tuple[Listed, int | None, CutFile | None]]:
         """Each file in path order, with its committed file number when unchanged, else the result of cutting it."""
         from tqdm.auto import tqdm
 
@@ -399,7 +410,7 @@ class IndexBuilder:
         tasks = [FileTask(f.rel, f.path, f.size, f.mtime_ns, old.sha256(f.rel)) for f, number in zip(listed, keep)
                  if number is None]
         results = cut_in_order(tasks, self.options.chunking, self.options.chunk_params, self.options.max_file_bytes,
-                               self.options.workers or available_cores())
+                               self.options.workers or available_cores(), static)
         with tqdm(total=len(listed), desc="indexing", unit="file", disable=not progress or len(tasks) < 64) as bar:
             for f, number in zip(listed, keep):
                 yield f, number, None if number is not None else next(results)

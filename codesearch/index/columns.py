@@ -192,6 +192,7 @@ class ColumnsWriter:
         return len(self._kind) - 1
 
     def finish(self) -> ChunkColumns:
+        """The columns; they share the writer's buffers, so nothing more may be added."""
         n = len(self)
         return ChunkColumns(
             paths=Strings.of(self._paths),
@@ -201,11 +202,11 @@ class ColumnsWriter:
             file_of=np.array(self._file_of, dtype=np.int32),
             start=np.array(self._start, dtype=np.int32),
             end=np.array(self._end, dtype=np.int32),
-            kind=np.frombuffer(bytes(self._kind), dtype=np.uint8),
-            key=np.frombuffer(bytes(self._key), dtype=np.uint8).reshape(n, 32),
+            kind=np.frombuffer(self._kind, dtype=np.uint8),
+            key=np.frombuffer(self._key, dtype=np.uint8).reshape(n, 32),
             symbols=Strings.of(self._symbols),
             symbol_start=np.array(self._symbol_start, dtype=np.int64),
-            texts=Strings(np.frombuffer(bytes(self._text), dtype=np.uint8), np.array(self._text_offsets, dtype=np.int64)),
+            texts=Strings(np.frombuffer(self._text, dtype=np.uint8), np.array(self._text_offsets, dtype=np.int64)),
         )
 
 

@@ -17,12 +17,17 @@ import sys
 from collections import Counter, deque
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+import numpy as np
 
 from codesearch.chunking import ChunkParams, chunk_text, document_text, keyword_text
+from codesearch.embedding.catalogue import ModelSpec
+from codesearch.exceptions import ModelNotAvailableError
 from codesearch.files.scan import decode_bytes
 from codesearch.files.walk import SkipReason
 from codesearch.keyword.tokens import code_tokens
+from codesearch.types import TextEmbedder
 
 POOL_MIN_BYTES = 8 << 20
 """Below this many bytes to cut, files are cut in this process (a worker pool takes about a second to start)."""
@@ -44,7 +49,7 @@ class FileTask:
 
 @dataclass(frozen=True, slots=True)
 class CutChunk:
-    """One chunk as the builder stores it."""
+    """One chunk as the builder stores it (``static``: its static-tier vector, when the cutter made it)."""
 
     start: int
     end: int
@@ -53,6 +58,7 @@ class CutChunk:
     key: bytes
     terms: list[str]
     counts: list[int]
+    static: np.ndarray | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,8 +74,28 @@ class CutFile:
     same: bool = False
 
 
-def cut_files(tasks: Sequence[FileTask], chunking: str, params: ChunkParams, max_file_bytes: int) -> list[CutFile]:
-    """Read and cut ``tasks`` in order (a worker's job)."""
+_WORKER_STATIC: dict[str, TextEmbedder] = {}
+
+
+def _static_model(static: TextEmbedder | ModelSpec | None) -> TextEmbedder | None:
+    """The static embedder itself, or (in a worker) the one a spec names, loaded once per process."""
+    if static is None or not isinstance(static, ModelSpec):
+        return static
+    found = _WORKER_STATIC.get(static.name)
+    if found is None:
+        from codesearch.embedding.static import StaticEmbedder
+
+        found = _WORKER_STATIC[static.name] = StaticEmbedder(static, export_progress=False)
+    return found
+
+
+def cut_files(tasks: Sequence[FileTask], chunking: str, params: ChunkParams, max_file_bytes: int,
+              static: TextEmbedder | ModelSpec | None = None, static_fingerprint: str | None = None) -> list[CutFile]:
+    """Read and cut ``tasks`` in order (a worker's job); with ``static``, also embed the chunks with it.
+
+    Raises:
+        ModelNotAvailableError: a worker's static model is not the one asked for (``static_fingerprint``).
+    """
     if chunking == "lines":
         cut = chunk_text
     else:
@@ -101,7 +127,21 @@ def cut_files(tasks: Sequence[FileTask], chunking: str, params: ChunkParams, max
                                    hashlib.sha256(document.encode("utf-8", "surrogatepass")).digest(),
                                    list(counts), list(counts.values())))
         out.append(CutFile(task, sha256, len(data), chunks))
-    return out
+    return _with_static(out, _static_model(static), static_fingerprint)
+
+
+def _with_static(cut: list[CutFile], static: TextEmbedder | None, fingerprint: str | None) -> list[CutFile]:
+    """``cut`` with every chunk's static vector, made in one call for the batch."""
+    if static is None:
+        return cut
+    if fingerprint is not None and static.fingerprint != fingerprint:
+        raise ModelNotAvailableError(f"a worker's static model {static.fingerprint[:12]} is not the builder's "
+                                     f"{fingerprint[:12]}; delete the cached models and index again")
+    documents = [document_text(f.task.rel, c.text) for f in cut for c in f.chunks]
+    if not documents:
+        return cut
+    vectors = iter(static.embed_documents(documents))
+    return [replace(f, chunks=[replace(c, static=next(vectors)) for c in f.chunks]) if f.chunks else f for f in cut]
 
 
 def _batches(tasks: Iterable[FileTask]) -> Iterator[list[FileTask]]:
@@ -118,21 +158,29 @@ def _batches(tasks: Iterable[FileTask]) -> Iterator[list[FileTask]]:
 
 
 def cut_in_order(tasks: Sequence[FileTask], chunking: str, params: ChunkParams, max_file_bytes: int,
-                 workers: int) -> Iterator[CutFile]:
+                 workers: int, static: TextEmbedder | None = None) -> Iterator[CutFile]:
     """Cut ``tasks`` and yield the results in task order: on ``workers`` processes when there is enough to cut.
 
-    At most two batches per worker are in flight, so results never pile up
-    while the caller is busy with the ones before.
+    With ``static`` (the static tier's :class:`StaticEmbedder`) and workers,
+    every chunk comes with its static vector, made by the worker that cut it
+    with the same model loaded by its spec, so the cores share that work too.
+    In this process (or for a stand-in embedder) chunks come without, and the
+    caller embeds those it cannot reuse. At most two batches per worker are in
+    flight, so results never pile up while the caller is busy with the ones before.
     """
     if workers < 2 or sum(t.size for t in tasks) < POOL_MIN_BYTES:
         for batch in _batches(tasks):
             yield from cut_files(batch, chunking, params, max_file_bytes)
         return
+    from codesearch.embedding.static import StaticEmbedder
+
+    by_name = static.spec if isinstance(static, StaticEmbedder) else None
+    fingerprint = static.fingerprint if by_name is not None and static is not None else None
     method = "forkserver" if sys.platform.startswith("linux") else "spawn"
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context(method)) as pool:
         pending: deque[Future[list[CutFile]]] = deque()
         for batch in _batches(tasks):
-            pending.append(pool.submit(cut_files, batch, chunking, params, max_file_bytes))
+            pending.append(pool.submit(cut_files, batch, chunking, params, max_file_bytes, by_name, fingerprint))
             if len(pending) >= 2 * workers:
                 yield from pending.popleft().result()
         while pending:
