@@ -50,6 +50,10 @@ class IndexFormatError(IndexCorruptError):
     """An index was written by another version of codesearch's on-disk format; it is built again."""
 
 
+class IndexWriteError(CodeSearchError, OSError):
+    """An index could not be written (the disk is full); the index that was there is unchanged."""
+
+
 class IndexLockedError(CodeSearchError, TimeoutError):
     """Another process holds the index's write lock."""
 
@@ -73,6 +77,7 @@ __all__ = [
     "IndexNotFoundError",
     "IndexCorruptError",
     "IndexFormatError",
+    "IndexWriteError",
     "IndexLockedError",
     "IndexReadOnlyError",
     "IndexCancelledError",

@@ -390,7 +390,8 @@ class IndexBuilder:
             files=text_files,
             chunks=len(columns),
             embedded=embedded,
-            reused=(len(read) - len(heads) - embedded) if tier == FULL else len(columns) - static_embedded,
+            reused=(len(read) - len(heads) - embedded) if tier == FULL else (
+                len(columns) - static_embedded if static_facts is not None else 0),
             removed=len(old_keys - new_keys),
             seconds=round(time.perf_counter() - started, 3),
             tier=tier,

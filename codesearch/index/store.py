@@ -32,6 +32,7 @@ Crash safety and locking are tested on POSIX; on Windows the lock uses
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import io
 import json
@@ -58,6 +59,7 @@ from codesearch.exceptions import (
     IndexLockedError,
     IndexNotFoundError,
     IndexReadOnlyError,
+    IndexWriteError,
 )
 
 if sys.platform == "win32":  # pragma: no cover - exercised only on Windows
@@ -496,8 +498,13 @@ class IndexStore:
             _write_file(tmp / _MANIFEST, manifest_bytes)
             _fsync_dir(tmp)
             os.rename(tmp, final)
-        except BaseException:
+        except BaseException as err:
             shutil.rmtree(tmp, ignore_errors=True)
+            if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise IndexWriteError(
+                    f"no space left to write the index at {directory} ({err.strerror}); the index there is as it "
+                    "was: free some space, or pass --index-dir on a disk with room"
+                ) from err
             raise
         _fsync_dir(directory)
         self._write_current(_Pointer(number, hashlib.sha256(manifest_bytes).hexdigest()))
