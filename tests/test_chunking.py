@@ -204,8 +204,10 @@ def test_pure_python_can_be_forced() -> None:
 
 
 def test_missing_extension_falls_back_with_warning(monkeypatch: pytest.MonkeyPatch) -> None:
+    import codesearch
     from codesearch import chunking
 
+    original = dict(vars(chunking))
     monkeypatch.delenv("CODESEARCH_PUREPYTHON", raising=False)
     monkeypatch.setitem(sys.modules, "codesearch._chunker", None)  # makes the import fail
     try:
@@ -214,4 +216,7 @@ def test_missing_extension_falls_back_with_warning(monkeypatch: pytest.MonkeyPat
         assert reloaded.BACKEND == "python"
     finally:
         monkeypatch.undo()
-        importlib.reload(chunking)
+        # The module's own objects back, not a third load: classes made by a reload are other classes, and
+        # a ChunkParams of the first load would no longer pickle by name (as a worker pool needs).
+        vars(chunking).update(original)
+        assert codesearch.chunking is chunking

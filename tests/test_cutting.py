@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from conftest import SESSIONS, UTILS, HashingEmbedder
 
+import codesearch.chunking
 from codesearch import CodeSearch
-from codesearch.chunking import ChunkParams
 from codesearch.index import cutting
 from codesearch.index.columns import stored_records
 from codesearch.index.cutting import FileTask, cut_files, cut_in_order
@@ -32,7 +32,8 @@ def _tasks(root: Path) -> list[FileTask]:
 
 def test_workers_cut_as_this_process_does(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     tasks = _tasks(_tree(tmp_path / "repo"))
-    params = ChunkParams.for_chunking("definitions")
+    # Looked up now: another test reloads codesearch.chunking, and the workers unpickle by name.
+    params = codesearch.chunking.ChunkParams.for_chunking("definitions")
     here = cut_files(tasks, "definitions", params, 1 << 20)
     monkeypatch.setattr(cutting, "POOL_MIN_BYTES", 0)
     pooled = list(cut_in_order(tasks, "definitions", params, 1 << 20, workers=2))

@@ -684,7 +684,7 @@ def test_kill_9_at_random_moments_leaves_old_or_new_never_corrupt(tmp_path, fork
     outcomes = Counter()
     for _ in range(KILLS):
         pid, lines = fork_server.start("random", tmp_path, next_state, BIG["n"], BIG["dim"])
-        assert lines == [f"begin {next_state}"], fork_server.finish(pid, lines)
+        assert lines[:1] == [f"begin {next_state}"], fork_server.finish(pid, lines)  # more when this process is slow
         time.sleep(rng.uniform(0, window))
         code, lines = fork_server.finish(pid, lines)
         assert code == -signal.SIGKILL, lines
