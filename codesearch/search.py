@@ -18,29 +18,23 @@ together; it holds no indexing, freshness or ranking logic of its own.
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from codesearch.cache import default_index_dir
 from codesearch.chunking import ChunkParams, document_text
 from codesearch.embedding.catalogue import DEFAULT_MODEL, ModelSpec
 from codesearch.exceptions import (
-    IndexCorruptError,
-    IndexFormatError,
-    IndexNotFoundError,
     ModelNotAvailableError,
     RootNotFoundError,
 )
 from codesearch.files import Changes
-from codesearch.index import BuildOptions, Freshness, IndexBuilder, IndexManifest, IndexStore, LoadedIndex, Tiers
+from codesearch.index import BuildOptions, Freshness, IndexBuilder, IndexStore, Tiers
 from codesearch.index.builder import chunk_key
 from codesearch.index.navigation import find_definitions, find_references
-from codesearch.index.notes import why_empty
-from codesearch.index.tiers import KEYWORD_ONLY, default_tier
+from codesearch.index.session import IndexSession, SessionOptions
+from codesearch.index.tiers import KEYWORD_ONLY
 from codesearch.ranking import Ranking, resolve_ranking
 from codesearch.scope import Scope, as_strings
 from codesearch.types import (
@@ -48,7 +42,6 @@ from codesearch.types import (
     FULL,
     KEYWORD,
     MODES,
-    STATIC,
     TIERS,
     Chunking,
     Hit,
@@ -59,6 +52,19 @@ from codesearch.types import (
     TextEmbedder,
     Tier,
 )
+
+
+class _Option:
+    """An attribute of :class:`CodeSearch` that is the option of the same name of its :class:`IndexSession`."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, searcher: CodeSearch | None, owner: type | None = None) -> Any:
+        return self if searcher is None else getattr(searcher._session.options, self.name)
+
+    def __set__(self, searcher: CodeSearch, value: Any) -> None:
+        setattr(searcher._session.options, self.name, value)
 
 
 class CodeSearch:
@@ -157,17 +163,20 @@ class CodeSearch:
             read_only = not IndexStore(directory).is_writable()
         self.store = IndexStore(directory, read_only=read_only)
         self.ranking = resolve_ranking(ranking)
-        self.fast_start = fast_start
-        self.refresh = refresh
-        self.background_upgrade = background_upgrade
-        self.lock_timeout = lock_timeout
-        self.progress = progress
         self.last_search: SearchInfo | None = None
         self._tiers = Tiers(model, int8, static, self.store.directory)
         options = BuildOptions(chunking, chunk_params or ChunkParams.for_chunking(chunking), use_ignore_files, embed_tests)
         self._builder = IndexBuilder(self.root, self.store, self._tiers, options)
         self._freshness = Freshness(self.root, self.store, use_ignore_files, watch=watch)
-        self._loaded: LoadedIndex | None = None
+        self._session = IndexSession(self.root, self.store, self._tiers, self._builder, self._freshness,
+                                     SessionOptions(fast_start, refresh, background_upgrade, lock_timeout, progress))
+
+    # The session's options, as attributes a caller may set (``cs.refresh = False``).
+    fast_start = _Option()
+    refresh = _Option()
+    background_upgrade = _Option()
+    lock_timeout = _Option()
+    progress = _Option()
 
     # -- models ------------------------------------------------------------------
 
@@ -220,7 +229,7 @@ class CodeSearch:
             raise ValueError(f"unknown tier {tier!r}; use one of {', '.join(TIERS)}")
         if tier != KEYWORD and self._tiers.keyword_only:
             raise ModelNotAvailableError(KEYWORD_ONLY)
-        return self._build(tier, progress=progress)
+        return self._session.build(tier, progress=progress)
 
     def cancel_indexing(self) -> None:
         """Ask an :meth:`index` running in another thread to stop at its next checkpoint.
@@ -250,48 +259,6 @@ class CodeSearch:
         """Whether this searcher never writes its index (see the ``read_only`` argument)."""
         return self.store.read_only
 
-    def _build(self, tier: Tier, *, progress: bool, first_answer: bool = False) -> IndexReport:
-        self.store.check_writable("be built or updated")
-        with self.store.write_lock(timeout=self.lock_timeout):
-            self._loaded, report = self._builder.build(tier, self._committed(), progress=progress,
-                                                       first_answer=first_answer)
-        return report
-
-    def _committed(self) -> LoadedIndex | None:
-        """The committed index to update: the one in memory while it is current, else read (``None`` if damaged).
-
-        A build copies what it keeps of it into the new generation, so its files' sha256 must have been checked
-        first: a damaged index is rebuilt from nothing, never carried over under fresh checksums.
-        """
-        token = self.store.current_token()
-        if token is None:
-            return None
-        if self._loaded is not None and self._loaded.token == token:
-            return _verified(self._loaded)
-        try:
-            return _verified(LoadedIndex.from_snapshot(self.store.load(mmap=True), token))
-        except IndexCorruptError:
-            return None  # rebuilt from nothing (a damaged index, or one of an older format)
-
-    def _current(self) -> tuple[LoadedIndex, bool]:
-        """The committed index in memory (built first when there is none) and whether it was just built."""
-        token = self.store.current_token()
-        if token is not None and (self._loaded is None or self._loaded.token != token):
-            try:
-                self._loaded = LoadedIndex.from_snapshot(self.store.load(mmap=True), token)
-            except IndexFormatError:
-                token = None  # made by an older codesearch: built again, as if there were none
-        if token is None:
-            if self.read_only:
-                raise IndexNotFoundError(
-                    f"no index at {self.store.directory}, which is read-only here; build it where it is writable: "
-                    f"`codesearch index {self.root} --index-dir {self.store.directory}`")
-            self._build(default_tier(self._tiers, self.fast_start), progress=self.progress, first_answer=True)
-            assert self._loaded is not None
-            return self._loaded, True
-        assert self._loaded is not None
-        return self._loaded, False
-
     # -- freshness -----------------------------------------------------------------
 
     def changes(self) -> Changes:
@@ -300,38 +267,7 @@ class CodeSearch:
         Returns:
             Empty when there is no index yet.
         """
-        if not self.store.exists():
-            return Changes()
-        loaded = self._current()[0]
-        token = self.store.current_token()
-        if self.read_only and token is not None and loaded.token == token and loaded.verification is None:
-            # Refreshed in memory: the changes are counted against the stored index, which is as it was.
-            loaded = LoadedIndex.from_snapshot(self.store.load(mmap=True), token)
-        return self._freshness.changes(loaded)
-
-    def _refresh(self, loaded: LoadedIndex) -> tuple[LoadedIndex, int]:
-        """Re-index the files changed since ``loaded`` (see :meth:`Freshness.refresh`); in memory only when read-only."""
-
-        def rebuild() -> LoadedIndex:
-            tier = KEYWORD if self._tiers.keyword_only else loaded.manifest.tier
-            self._loaded, _ = self._builder.build(tier, _verified(loaded), commit=not self.read_only)
-            return self._loaded
-
-        return self._freshness.refresh(loaded, rebuild)
-
-    def _stat_pass_wanted(self, loaded: LoadedIndex, built: bool, refresh: bool | None) -> bool:
-        """Whether to stat the files before answering (and re-index those changed)."""
-        wanted = self.refresh if refresh is None else refresh
-        if wanted and self.background_upgrade and not built:
-            # While the transformer tier is built in the background, its stat pass decides for this search's.
-            wanted = self._freshness.pause_upgrade_for_changes(loaded, self._builder.cancel) is not False
-        # Refreshing embeds changed chunks, so it needs this searcher's model to be the index's.
-        return not built and wanted and self._tiers.may_write(loaded.manifest)
-
-    def _upgrade_after(self, tier: Tier | None) -> None:
-        """After answering from the static tier, build the transformer's in the background (``background_upgrade``)."""
-        if self.background_upgrade and tier == STATIC and not self.read_only:
-            self._freshness.upgrade_soon(lambda: self.index(tier=FULL))
+        return self._session.changes()
 
     # -- searching -----------------------------------------------------------------
 
@@ -379,7 +315,6 @@ class CodeSearch:
             ValueError: an unknown mode or kind, an empty query, or ``k`` below 1.
             ModelMismatchError: the index was built with another model.
         """
-        started = time.perf_counter()
         if mode not in MODES:
             raise ValueError(f"unknown mode {mode!r}; use one of {', '.join(MODES)}")
         if k < 1:
@@ -392,41 +327,7 @@ class CodeSearch:
         ranking = self.ranking if source_first is None else self.ranking.source_first(source_first)
         if mode != "bm25" and self._tiers.keyword_only:
             raise ModelNotAvailableError(KEYWORD_ONLY)
-        loaded, built = self._current()
-        self._freshness.follow(loaded)  # watch=True: a watcher over this index's folders, started once
-        if mode != "bm25":
-            self._tiers.check_name(loaded.manifest)
-        stat_pass = self._stat_pass_wanted(loaded, built, refresh)
-        mask = loaded.scope_mask(where)
-        tier: Tier | None = None
-        query_vector: np.ndarray | None = None
-        if mode != "bm25":
-            # A query's vector depends on the model alone: it is embedded while the files are statted.
-            tier, embedder = self._tiers.answering(loaded, mask)
-            pending = self._tiers.embed_query_soon(embedder, query)
-        refreshed = 0
-        if stat_pass:
-            loaded, refreshed = self._refresh(loaded)
-            if refreshed:
-                mask = loaded.scope_mask(where)
-        if mode != "bm25":
-            # A refresh may have changed the tier (another process committed the transformer's).
-            now, now_embedder = self._tiers.answering(loaded, mask) if refreshed else (tier, embedder)
-            query_vector = pending.result() if now_embedder is embedder else now_embedder.embed_query(query)
-            tier = now
-            if not np.any(query_vector):
-                query_vector = None  # a static model that knows none of the query's tokens: nothing to rank by
-        static_vector = None
-        if tier == FULL and ranking.static_share > 0 and STATIC in loaded.vectors and self._tiers.has_static:
-            self._tiers.check(loaded.manifest, STATIC, self._tiers.static_embedder)
-            static_vector = self._tiers.static_embedder.embed_query(query)
-        ranked = loaded.rank(query, mode, tier, query_vector, ranking, k, mask, static_vector)
-        note = None
-        if not ranked:
-            note = why_empty(loaded, where, mask, query, mode, self.root, self._freshness.use_ignore_files,
-                             [self.store.directory])
-        self.last_search = SearchInfo(tier or KEYWORD, refreshed, built, time.perf_counter() - started, note)
-        self._upgrade_after(tier)
+        loaded, ranked, self.last_search = self._session.answer(query, mode, where, ranking, k, refresh)
         return [loaded.hit(i, score) for i, score in ranked]
 
     def definitions(self, name: str, k: int = 10, *, refresh: bool | None = None) -> SymbolHits:
@@ -459,9 +360,9 @@ class CodeSearch:
             ValueError: an empty name, or ``k`` below 1.
         """
         self._check_name(name, k)
-        loaded, tier = self._ready(refresh)
+        loaded = self._session.ready(refresh)[0]
         found = find_definitions(loaded, name, k)
-        self._upgrade_after(tier)
+        self._session.upgrade_after(loaded)
         return found
 
     def references(self, name: str, k: int = 50, *, refresh: bool | None = None) -> SymbolHits:
@@ -485,9 +386,9 @@ class CodeSearch:
             ValueError: an empty name or one without an identifier, or ``k`` below 1.
         """
         self._check_name(name, k)
-        loaded, tier = self._ready(refresh)
+        loaded = self._session.ready(refresh)[0]
         found = find_references(loaded, name, k)
-        self._upgrade_after(tier)
+        self._session.upgrade_after(loaded)
         return found
 
     @staticmethod
@@ -496,16 +397,6 @@ class CodeSearch:
             raise ValueError("the name is empty; give a symbol such as `Session.send` or `send`")
         if k < 1:
             raise ValueError(f"k must be at least 1, got {k}")
-
-    def _ready(self, refresh: bool | None) -> tuple[LoadedIndex, Tier | None]:
-        """The index, refreshed as :meth:`search` would, and the embedding tier it has (for the background upgrade)."""
-        loaded, built = self._current()
-        if self._stat_pass_wanted(loaded, built, refresh):
-            loaded, _ = self._refresh(loaded)
-        tier: Tier | None = None
-        if not self._tiers.keyword_only:
-            tier = FULL if FULL in loaded.vectors else STATIC if STATIC in loaded.vectors else None
-        return loaded, tier
 
     def related(self, path: str, line: int, k: int = 10) -> list[Hit]:
         """The ``k`` chunks most similar to the chunk at ``path:line``, that chunk left out.
@@ -523,7 +414,7 @@ class CodeSearch:
             raise ValueError(f"k must be at least 1, got {k}")
         if line < 1:
             raise ValueError(f"line numbers start at 1, got {line}")
-        loaded = self._current()[0]
+        loaded = self._session.current()[0]
         relative = self._relative(path)
         if not loaded.chunks_of(relative):
             raise ValueError(f"{path} is not indexed under {self.root}")
@@ -543,7 +434,7 @@ class CodeSearch:
 
     def locations(self) -> list[tuple[str, int, int]]:
         """Every indexed chunk's ``(path, start_line, end_line)``, in index order (the index is built first if needed)."""
-        return self._current()[0].locations()
+        return self._session.current()[0].locations()
 
     def _relative(self, path: str) -> str:
         candidate = Path(path).expanduser()
@@ -563,23 +454,7 @@ class CodeSearch:
             IndexNotFoundError: nothing has been indexed yet.
             IndexCorruptError: the manifest is damaged.
         """
-        raw = self.store.read_manifest()
-        facts = IndexManifest.from_json(raw).describe()
-        built_at = facts.pop("root")
-        moved = {} if built_at == str(self.root) else {"built_at": built_at}
-        return {"root": str(self.root), **moved, "index_dir": str(self.store.directory), **facts,
-                "format_version": raw.get("format_version"), "read_only": self.read_only,
-                "refreshed_in_memory": self._refreshed_in_memory()}
-
-    def _refreshed_in_memory(self) -> int:
-        """Files this read-only searcher re-read into memory since the stored index (0 when it writes its index)."""
-        loaded = self._loaded
-        token = self.store.current_token()
-        if not self.read_only or loaded is None or token is None or loaded.token != token:
-            return 0
-        before = LoadedIndex.from_snapshot(self.store.load(mmap=True), token).known_stats()
-        now = loaded.known_stats()
-        return sum(1 for path in before.keys() | now.keys() if before.get(path) != now.get(path))
+        return self._session.info()
 
     def status(self) -> dict[str, Any]:
         """:meth:`info`, plus how many files changed on disk since (a stat pass; nothing is re-indexed), and how
@@ -589,25 +464,7 @@ class CodeSearch:
         Raises:
             IndexNotFoundError: nothing has been indexed yet.
         """
-        facts = self.info()
-        changes = self.changes()
-        facts["changed_files"] = len(changes)
-        facts["changes"] = {"added": list(changes.added), "modified": list(changes.modified),
-                            "removed": list(changes.removed)}
-        self._freshness.follow(self._current()[0])
-        facts.update(self._freshness.describe())
-        return facts
-
-
-def _verified(loaded: LoadedIndex | None) -> LoadedIndex | None:
-    """``loaded`` once the background check of its files' sha256 has passed; ``None`` if it found damage."""
-    if loaded is not None and loaded.verification is not None:
-        loaded.verification.wait()
-        try:
-            loaded.verification.check()
-        except IndexCorruptError:
-            return None
-    return loaded
+        return self._session.status()
 
 
 __all__ = ["CodeSearch", "Hit", "IndexReport", "MODES", "Mode", "SearchInfo", "SymbolHits", "TIERS", "TextEmbedder", "Tier",

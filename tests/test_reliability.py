@@ -255,7 +255,7 @@ def test_one_flipped_byte_in_any_index_file_is_detected(tmp_path: Path) -> None:
             fresh.search("function_3_4", mode="bm25")
         except IndexCorruptError:
             continue
-        loaded = fresh._current()[0]
+        loaded = fresh._session.current()[0]
         if loaded.verification is None:  # rebuilt by the refresh
             assert fresh.last_search is not None and fresh.last_search.refreshed, name
             assert fresh.verify() > 0 and not (index_dir / name).exists()

@@ -345,7 +345,7 @@ def test_the_query_is_embedded_while_the_stat_pass_runs(repo: Path, tmp_path: Pa
         assert stat_pass_done.wait(10), "the stat pass waited for the query's embedding"
         return embed_query(text)
 
-    real_refresh = cs._refresh
+    real_refresh = cs._session.refresh
 
     def refresh(loaded):  # type: ignore[no-untyped-def]
         assert embedding.wait(10), "the query was not being embedded during the stat pass"
@@ -355,7 +355,7 @@ def test_the_query_is_embedded_while_the_stat_pass_runs(repo: Path, tmp_path: Pa
             stat_pass_done.set()
 
     hashing_embedder.embed_query = slow_embed  # type: ignore[method-assign]
-    cs._refresh = refresh  # type: ignore[method-assign]
+    cs._session.refresh = refresh  # type: ignore[method-assign]
     (repo / "src" / "pkg" / "utils.py").write_text(UTILS.replace("netrc", "netrc file") + "\n")
     hits = cs.search("get_netrc_auth from netrc", k=2)
     assert hits[0].path == "src/pkg/utils.py" and "netrc file" in hits[0].text  # refreshed, then ranked
