@@ -11,6 +11,7 @@ import pytest
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 sys.path.insert(0, str(BENCHMARKS))
 
+import ann  # noqa: E402
 import chunker_speed  # noqa: E402
 import quality  # noqa: E402
 import seed_requests  # noqa: E402
@@ -498,3 +499,16 @@ def test_tune_reports_the_questions_without_tuning_on_them(tmp_path: Path, tiny_
         assert variant["requests"]["questions"] == 10 and len(variant["requests"]["identifier_ranks"]) == 2
         assert variant["requests_floor"] == (variant["requests"]["top5"] >= 6 and variant["requests"]["top10"] >= 8
                                              and variant["requests"]["identifier_ranks"] == [1, 1])
+
+
+def test_ann_benchmark_runs_on_synthetic_vectors(tmp_path: Path) -> None:
+    pytest.importorskip("usearch")
+    out, md = tmp_path / "ann.json", tmp_path / "ann.md"
+    assert ann.main(["run", "--synthetic", "3000", "--sizes", "3000", "--libraries", "usearch",
+                     "--json", str(out), "--markdown", str(md)]) == 0
+    data = json.loads(out.read_text())
+    assert {r["setting"] for r in data["sets"]} == {"i8", "i8 flat scan", "f16", "f32"}
+    methods = {r["method"] for r in data["end_to_end"]}
+    assert methods == {"exact product + top_k (today)", "VectorSearch graph"}
+    assert all(r["recall@100"] >= 0.99 for r in data["end_to_end"])
+    assert len(data["refresh"]) == 3 and "| set | size | scope |" in md.read_text()

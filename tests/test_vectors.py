@@ -133,6 +133,17 @@ def test_graph_respects_scope_and_covered(share: float,
     assert np.mean(scores) >= 0.99
 
 
+def test_graph_scattered_scope_is_exact(large: tuple[np.ndarray, np.ndarray, np.ndarray, VectorSearch]) -> None:
+    vectors, queries, covered, search = large
+    rng = np.random.default_rng(21)
+    for q in queries[:10]:
+        mask = rng.random(len(vectors)) < 0.05  # thousands of runs: gathered, not sliced
+        found = search.top(q, 100, mask)
+        allowed = mask & covered
+        assert allowed[found.ids].all() and recall(vectors, q, found.ids, allowed, 100) == 1.0
+        np.testing.assert_allclose(found.scores, (vectors @ q)[found.ids], rtol=0, atol=1e-6)
+
+
 def test_save_and_open_round_trip_memory_mapped(tmp_path: Path,
                                                 large: tuple[np.ndarray, np.ndarray, np.ndarray, VectorSearch]) -> None:
     vectors, queries, covered, search = large

@@ -51,32 +51,41 @@ ROWS_FILE = "ann_rows.npy"
 
 Storage = Literal["i8", "f16", "f32"]
 _BLOCK = 8192  # rows gathered at once by an exact search within a scope (12 MB of 384-d float32)
+_RUNS = 64  # a scope of at most this many runs of rows is multiplied in place, run by run
 
 
 @dataclass(frozen=True, slots=True)
 class GraphParams:
     """How the graph is built and searched (the defaults are measured in ``benchmarks/ann.py``).
 
+    Natural-language queries sit far from the code chunks they match (the best
+    score is about 0.5, the 100th about 0.33), so the 100th place lies in a
+    crowd and the graph needs a long candidate list to reach recall 0.99 there:
+    ``ef`` 1600 at 90k rows, about 4000 at 270k (measured on real MiniLM rows
+    and DEV queries), hence an ``ef`` that grows with the graph.
+
     Attributes:
         connectivity: HNSW ``M``, edges per node on the upper levels (twice that on the base level).
         expansion_add: ``efConstruction``, the candidate list while inserting.
-        expansion_search: ``ef``, the candidate list while searching; raised to the fetch size when that is larger.
+        expansion_search: the least ``ef``, the candidate list while searching.
+        expansion_share: ``ef`` is at least this share of the graph's nodes.
         overfetch: graph candidates fetched per candidate returned, so that rescoring against
             the float32 rows can repair the int8 order near the cut.
         storage: the vectors' type inside the graph (the float32 rows stay on disk for rescoring).
-        exact_scope_rows: a scope with at most this many rows the tier read is searched exactly over its rows.
-        max_fetch: the deepest unscoped graph search a scope may read off before it is searched exactly.
+        exact_scope_rows: a scope with at most this many rows the tier read is searched exactly over
+            its rows; a larger one is read off the unscoped search (as deep as its ``ef``), and
+            searched exactly when that holds fewer than asked.
         rebuild_share: a refresh rebuilds the graph instead of patching it when the rows removed
             since the last build would pass this share of the live rows.
     """
 
-    connectivity: int = 16
-    expansion_add: int = 128
-    expansion_search: int = 200
+    connectivity: int = 32
+    expansion_add: int = 256
+    expansion_search: int = 1600
+    expansion_share: float = 0.015
     overfetch: float = 2.0
     storage: Storage = "i8"
-    exact_scope_rows: int = 20_000
-    max_fetch: int = 2_000
+    exact_scope_rows: int = EXACT_BELOW
     rebuild_share: float = 0.1
 
     def __post_init__(self) -> None:
@@ -86,8 +95,8 @@ class GraphParams:
             raise ValueError(f"GraphParams.overfetch must be >= 1.0, got {self.overfetch}")
         if self.storage not in ("i8", "f16", "f32"):
             raise ValueError(f"GraphParams.storage must be 'i8', 'f16' or 'f32', got {self.storage!r}")
-        if self.exact_scope_rows < 0 or self.max_fetch < 1 or self.rebuild_share < 0.0:
-            raise ValueError("GraphParams needs exact_scope_rows >= 0, max_fetch >= 1, rebuild_share >= 0")
+        if self.exact_scope_rows < 0 or self.rebuild_share < 0.0 or not 0.0 <= self.expansion_share <= 1.0:
+            raise ValueError("GraphParams needs exact_scope_rows >= 0, rebuild_share >= 0, 0 <= expansion_share <= 1")
 
 
 class DenseCandidates(NamedTuple):
@@ -326,6 +335,13 @@ class VectorSearch:
         whole = ids if mask is None else top_k(scores, depth, mask=self.covered)
         return DenseCandidates(ids, scores[ids], _range(scores[whole]))
 
+    @property
+    def expansion(self) -> int:
+        """The ``ef`` a graph search runs with (0 on the exact path)."""
+        if self._graph is None:
+            return 0
+        return max(self.params.expansion_search, math.ceil(self.params.expansion_share * len(self._graph)))
+
     def _search(self, query: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:
         """The graph's ``count`` nearest rows, rescored against the float32 rows and ordered, all of them."""
         assert self._graph is not None and self._rows is not None
@@ -333,13 +349,26 @@ class VectorSearch:
         if count <= 0:
             return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)
         # usearch's setter is there; its stub declares the property read-only.
-        self._graph.expansion_search = max(self.params.expansion_search, count)  # type: ignore[misc]
+        self._graph.expansion_search = max(self.expansion, count)  # type: ignore[misc]
         labels = np.asarray(self._graph.search(query, count, threads=1).keys, dtype=np.int64)
         ids = np.sort(self._rows[labels])  # sorted rows read the memory map in file order
         return _ranked(ids, self.vectors[ids] @ query, len(ids))
 
-    def _exact_within(self, query: np.ndarray, allowed: np.ndarray, depth: int) -> tuple[np.ndarray, np.ndarray]:
-        """The exact best ``depth`` of the ``allowed`` rows, gathered a block at a time (a bounded copy)."""
+    def _exact_within(self, query: np.ndarray, mask: np.ndarray, allowed: np.ndarray,
+                      depth: int) -> tuple[np.ndarray, np.ndarray]:
+        """The exact best ``depth`` of the ``allowed`` rows (``mask`` and read).
+
+        A folder scope is a few runs of rows (chunks are in path order): those
+        are multiplied in place; any other scope is gathered a block at a time
+        (a bounded copy).
+        """
+        edges = np.flatnonzero(np.diff(mask.view(np.int8), prepend=0, append=0))
+        if len(edges) <= 2 * _RUNS:
+            ids = np.concatenate([np.arange(a, b) for a, b in zip(edges[::2], edges[1::2])] or [np.empty(0, np.int64)])
+            scores = np.concatenate([self.vectors[a:b] @ query for a, b in zip(edges[::2], edges[1::2])]
+                                    or [np.empty(0, np.float32)])
+            keep = allowed[ids]
+            return _ranked(ids[keep], scores[keep], depth)
         ids = np.flatnonzero(allowed)
         scores = np.empty(len(ids), dtype=np.float32)
         for start in range(0, len(ids), _BLOCK):
@@ -357,15 +386,16 @@ class VectorSearch:
         in_scope = int(np.count_nonzero(allowed))
         small = in_scope <= self.params.exact_scope_rows
         if not small:
-            # Read the scope off one deeper unscoped search (it gives the whole index's range too).
-            fetch = max(fetch, min(self.params.max_fetch, math.ceil(fetch * self._read / in_scope)))
+            # Read the scope off one deeper unscoped search (it gives the whole index's range too): as deep as
+            # the scope's share asks, up to the ef the search pays for anyway.
+            fetch = max(fetch, min(self.expansion, math.ceil(fetch * self._read / in_scope)))
         ids, scores = self._search(query, fetch)
         whole_range = _range(scores[:depth])
         if not small:
             keep = allowed[ids]
             if np.count_nonzero(keep) >= min(depth, in_scope):
                 return DenseCandidates(ids[keep][:depth], scores[keep][:depth], whole_range)
-        ids, scores = self._exact_within(query, allowed, depth)
+        ids, scores = self._exact_within(query, mask, allowed, depth)
         return DenseCandidates(ids, scores, whole_range)
 
 
