@@ -590,6 +590,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sizes", default="10000,90000,270000", help="index sizes (rows)")
     parser.add_argument("--libraries", default="usearch,faiss,hnswlib")
     parser.add_argument("--big-grid-sets", default="full", help="sets whose libraries are compared above 100k rows too")
+    parser.add_argument("--no-grid", action="store_true", help="only VectorSearch against the exact product")
     parser.add_argument("--json", dest="json_out", help="write the results as JSON to this file")
     parser.add_argument("--markdown", help="write the tables as Markdown to this file")
     args = parser.parse_args(argv)
@@ -611,7 +612,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                       f"{'real' if size <= n_real else f'{n_real:,} real, the rest noisy copies'}, "
                       f"{0 if cov is None else int((~cov).sum()):,} unread", flush=True)
                 truth = Truth(rows, queries, cov)
-                if size <= 100_000 or name in args.big_grid_sets.split(","):
+                if not args.no_grid and (size <= 100_000 or name in args.big_grid_sets.split(",")):
                     run_set(name, rows, cov, queries, label, libraries, Path(tmp), size > 100_000, truth, report)
                 run_chosen(name, rows, cov, queries, label, Path(tmp), truth, report, 3 if size <= 100_000 else 1)
                 for path in Path(tmp).iterdir():

@@ -174,8 +174,10 @@ def test_open_says_what_is_wrong(tmp_path: Path) -> None:
 
 def test_refresh_patches_the_graph() -> None:
     vectors, queries = clustered(8_000, 32, seed=9)
-    covered = np.ones(len(vectors), dtype=bool)
+    covered = np.random.default_rng(8).random(len(vectors)) > 0.2  # unread rows are no nodes, not removed ones
+    vectors[~covered] = 0.0
     search = VectorSearch.build(vectors, covered, exact_below=0)
+    assert search._rows is not None and np.array_equal(search._rows, np.flatnonzero(covered))
     rng = np.random.default_rng(10)
     # The next generation: 1% of the rows get new vectors, 40 rows are gone, 40 new rows come last,
     # and 20 rows become unread (their rows zeros: they must leave the graph).
@@ -188,13 +190,19 @@ def test_refresh_patches_the_graph() -> None:
     moved = np.isin(kept, changed)
     nxt[np.flatnonzero(moved)] = fresh[40:40 + int(moved.sum())]
     reuse[np.flatnonzero(moved)] = -1
-    nxt_covered = np.ones(len(nxt), dtype=bool)
-    unread = rng.choice(np.flatnonzero(reuse >= 0), 20, replace=False)
+    nxt_covered = np.concatenate([covered[kept], np.ones(40, dtype=bool)])
+    nxt[~nxt_covered] = 0.0
+    reuse[~nxt_covered] = -1
+    unread = rng.choice(np.flatnonzero((reuse >= 0) & nxt_covered), 20, replace=False)
     nxt_covered[unread] = False
     nxt[unread] = 0.0
     refreshed = search.refresh(nxt, nxt_covered, reuse, exact_below=0)
-    assert not refreshed.exact and refreshed._graph is not None
-    assert len(refreshed._graph) == int(nxt_covered.sum())  # patched: removed and added nodes, no full rebuild
+    assert not refreshed.exact and refreshed._graph is not None and refreshed._rows is not None
+    assert len(refreshed._graph) == int(nxt_covered.sum())
+    # Patched, not rebuilt: the old nodes keep their labels, the new rows come after them, removed ones are -1.
+    added = int(np.count_nonzero(nxt_covered & (reuse < 0)))
+    assert len(refreshed._rows) == len(search._rows) + added
+    assert int(np.count_nonzero(refreshed._rows < 0)) == len(search._rows) - (int(nxt_covered.sum()) - added)
     scores = []
     for q in queries:
         found = refreshed.top(q, 100)

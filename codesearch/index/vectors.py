@@ -47,7 +47,7 @@ The benchmark's repositories all have under 3k chunks."""
 GRAPH_FILE = "ann.usearch"
 """The HNSW graph with its int8 copy of the vectors (usearch's format)."""
 ROWS_FILE = "ann_rows.npy"
-"""int64, graph label -> row of the vectors, -1 for a label removed by a refresh."""
+"""int64, graph label -> row of the vectors; -1 for a node a refresh removed."""
 
 Storage = Literal["i8", "f16", "f32"]
 _BLOCK = 8192  # rows gathered at once by an exact search within a scope (12 MB of 384-d float32)
@@ -61,8 +61,9 @@ class GraphParams:
     Natural-language queries sit far from the code chunks they match (the best
     score is about 0.5, the 100th about 0.33), so the 100th place lies in a
     crowd and the graph needs a long candidate list to reach recall 0.99 there:
-    ``ef`` 1600 at 90k rows, about 4000 at 270k (measured on real MiniLM rows
-    and DEV queries), hence an ``ef`` that grows with the graph.
+    ``ef`` 1600 at 90k rows (61k read), about 4000 at 270k (182k read),
+    measured on real MiniLM rows and DEV queries: hence an ``ef`` that grows
+    with the graph, 2.2% of its nodes past 73k.
 
     Attributes:
         connectivity: HNSW ``M``, edges per node on the upper levels (twice that on the base level).
@@ -82,7 +83,7 @@ class GraphParams:
     connectivity: int = 32
     expansion_add: int = 256
     expansion_search: int = 1600
-    expansion_share: float = 0.015
+    expansion_share: float = 0.022
     overfetch: float = 2.0
     storage: Storage = "i8"
     exact_scope_rows: int = EXACT_BELOW
@@ -177,12 +178,11 @@ class VectorSearch:
         search = cls(vectors, covered, params=params)
         if len(vectors) < exact_below:
             return search
-        labels = np.arange(len(vectors), dtype=np.int64) if covered is None else np.flatnonzero(covered)
+        # Labels are dense (node i is the i-th read row), so every -1 that refreshes leave in `rows` is a removed node.
+        rows = np.arange(len(vectors), dtype=np.int64) if covered is None else np.flatnonzero(covered)
         graph = cls._new_graph(vectors.shape[1], params)
-        if len(labels):
-            graph.add(labels.astype(np.uint64), cls._rows_of(vectors, labels), threads=threads)
-        rows = np.full(len(vectors), -1, dtype=np.int64)
-        rows[labels] = labels
+        if len(rows):
+            graph.add(np.arange(len(rows), dtype=np.uint64), cls._rows_of(vectors, rows), threads=threads)
         return cls(vectors, covered, graph, rows, params)
 
     def refresh(self, vectors: np.ndarray, covered: np.ndarray | None, reuse: np.ndarray, *,
@@ -219,7 +219,7 @@ class VectorSearch:
         inherited[first] = candidates[first]
         gone = np.setdiff1d(live, inherited[first], assume_unique=True)
         added = np.flatnonzero(wanted & ~first)
-        tombstones = (len(self._rows) - len(live)) + len(gone)
+        tombstones = (len(self._rows) - len(live)) + len(gone)  # nodes removed since the graph was built
         if tombstones > self.params.rebuild_share * max(int(np.count_nonzero(wanted)), 1):
             return VectorSearch.build(vectors, covered, params=self.params, exact_below=exact_below, threads=threads)
         graph = self._graph.copy()  # writable, in memory, even when this one is a view of a file
