@@ -158,6 +158,14 @@ def test_save_and_open_round_trip_memory_mapped(tmp_path: Path,
     if os.path.exists("/proc/self/maps"):  # the graph file is mapped, not read into memory
         maps = Path("/proc/self/maps").read_text()
         assert str((tmp_path / GRAPH_FILE).resolve()) in maps
+    # A mapped graph is refreshed from its file: 50 changed rows leave 50 removed nodes and add 50.
+    reuse = np.arange(len(vectors))
+    changed = np.flatnonzero(covered)[:50]
+    reuse[changed] = -1
+    refreshed = opened.refresh(vectors, covered, reuse, exact_below=20_000)
+    assert refreshed._graph is not None and refreshed._rows is not None
+    assert len(refreshed._graph) == int(covered.sum()) and int(np.count_nonzero(refreshed._rows < 0)) == 50
+    assert np.mean([recall(vectors, q, refreshed.top(q, 100).ids, covered, 100) for q in queries]) >= 0.99
 
 
 def test_open_says_what_is_wrong(tmp_path: Path) -> None:

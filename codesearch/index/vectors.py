@@ -164,6 +164,7 @@ class VectorSearch:
         self._graph = graph
         self._rows = rows
         self._read = len(vectors) if covered is None else int(np.count_nonzero(covered))
+        self._source: Path | None = None  # the file a mapped graph was opened from
 
     # -- building ------------------------------------------------------------------
 
@@ -222,7 +223,8 @@ class VectorSearch:
         tombstones = (len(self._rows) - len(live)) + len(gone)  # nodes removed since the graph was built
         if tombstones > self.params.rebuild_share * max(int(np.count_nonzero(wanted)), 1):
             return VectorSearch.build(vectors, covered, params=self.params, exact_below=exact_below, threads=threads)
-        graph = self._graph.copy()  # writable, in memory, even when this one is a view of a file
+        # A writable copy in memory, with the key table remove() needs (a mapped graph is opened without it).
+        graph = self._graph.copy() if self._source is None else _usearch().Index.restore(os.fspath(self._source))
         if len(gone):
             graph.remove(gone.astype(np.uint64))
         new_labels = np.arange(len(self._rows), len(self._rows) + len(added), dtype=np.int64)
@@ -287,8 +289,12 @@ class VectorSearch:
                                     f"index {vectors.shape[1]}-d rows; re-run `codesearch index`")
         if rows.dtype != np.int64 or rows.ndim != 1 or (len(rows) and int(rows.max()) >= len(vectors)):
             raise IndexCorruptError(f"{rows_path} does not fit the stored vectors; re-run `codesearch index`")
-        graph = index.Index.restore(os.fspath(graph_path), view=True, expansion_search=params.expansion_search)
-        return cls(vectors, covered, graph, rows, params)
+        # Searching reads labels off the nodes; the label -> node table only refresh() needs (built at open: 3x slower).
+        graph = index.Index.restore(os.fspath(graph_path), view=True, expansion_search=params.expansion_search,
+                                    enable_key_lookups=False)
+        search = cls(vectors, covered, graph, rows, params)
+        search._source = graph_path
+        return search
 
     # -- searching -------------------------------------------------------------------
 
