@@ -49,7 +49,7 @@ from typing import Any
 import numpy as np
 
 from codesearch.index.loaded import one_blas_thread
-from codesearch.index.vectors import EXACT_BELOW, GraphParams, VectorSearch
+from codesearch.index.vectors import EXACT_BELOW, TIER_PARAMS, GraphParams, VectorSearch
 from codesearch.topk import top_k
 
 DEPTHS = (100, 300)
@@ -465,7 +465,7 @@ def filtered_native(name: str, size_label: str, library: str, setting: str, lib:
 def run_chosen(name: str, rows: np.ndarray, covered: np.ndarray | None, queries: np.ndarray, size_label: str,
                folder: Path, truth: Truth, report: dict[str, Any], refreshes: int) -> None:
     """VectorSearch (the chosen configuration) end to end, scoped, and refreshed, against the exact product."""
-    params = GraphParams()
+    params = dict(TIER_PARAMS).get(name, GraphParams())
     exact = VectorSearch.build(rows, covered, exact_below=len(rows) + 1)
     started = time.perf_counter()
     built = VectorSearch.build(rows, covered, params=params, exact_below=0)
@@ -506,12 +506,12 @@ def run_chosen(name: str, rows: np.ndarray, covered: np.ndarray | None, queries:
             report["filtered"].append(row)
             print(f"  filter {label:<34} scope {share:>5.0%}  R@100 {score:.4f}  p50 {p50:6.2f}  p95 {p95:6.2f} ms",
                   flush=True)
-    refresh(name, rows, covered, queries, size_label, search, report, refreshes)
+    refresh(name, rows, covered, queries, size_label, search, folder, report, refreshes)
 
 
 def refresh(name: str, rows: np.ndarray, covered: np.ndarray | None, queries: np.ndarray, size_label: str,
-            search: VectorSearch, report: dict[str, Any], steps: int) -> None:
-    """Refreshes that each change 1% of the read rows (new vectors), patched in place of a rebuild."""
+            search: VectorSearch, folder: Path, report: dict[str, Any], steps: int) -> None:
+    """Refreshes that each change 1% of the read rows (new vectors): the graph kept, dead nodes and a delta."""
     rng = np.random.default_rng(11)
     current, current_rows = search, rows
     for step in range(1, steps + 1):
@@ -525,14 +525,27 @@ def refresh(name: str, rows: np.ndarray, covered: np.ndarray | None, queries: np
         started = time.perf_counter()
         current = current.refresh(next_rows, covered, reuse, exact_below=0)
         seconds = time.perf_counter() - started
+        where = folder / f"refresh-{name}-{size_label}-{step}"
+        where.mkdir(exist_ok=True)
+        started = time.perf_counter()
+        current.save(where)
+        save_s = time.perf_counter() - started
         current_rows = next_rows
         cut = np.array([current_rows[top_k(current_rows @ q, 100, covered)[-1]] @ q for q in queries])
         found = [current.top(q, 100) for q in queries]
         score = float(np.mean([recall(current_rows, q, f.ids, c, 100) for q, f, c in zip(queries, found, cut)]))
-        row = {"set": name, "size": size_label, "step": step, "changed": len(changed), "refresh_s": round(seconds, 2),
-               "recall@100": round(score, 4)}
+        times = [0.0] * len(queries)
+        with one_blas_thread():
+            for i, q in enumerate(queries):
+                started = time.perf_counter()
+                current.top(q, 100)
+                times[i] = (time.perf_counter() - started) * 1000
+        row = {"set": name, "size": size_label, "step": step, "changed": len(changed), "refresh_s": round(seconds, 3),
+               "save_s": round(save_s, 3), "delta": len(current._delta), "recall@100": round(score, 4),
+               "p50_ms": round(float(np.percentile(times, 50)), 3)}
         report["refresh"].append(row)
-        print(f"  refresh {step}: {len(changed)} rows changed in {seconds:5.2f} s, R@100 {score:.4f}", flush=True)
+        print(f"  refresh {step}: {len(changed)} rows changed in {seconds:5.3f} s (+ save {save_s:5.3f} s), "
+              f"delta {len(current._delta)}, R@100 {score:.4f}, p50 {row['p50_ms']:.2f} ms", flush=True)
 
 
 def markdown(report: dict[str, Any]) -> str:
@@ -554,10 +567,11 @@ def markdown(report: dict[str, Any]) -> str:
     for r in report["filtered"]:
         lines.append(f"| {r['set']} | {r['size']} | {r['scope']:.0%} | {r['method']} | {r['recall@100']:.4f} "
                      f"| {r['p50_ms']:.2f} | {r['p95_ms']:.2f} |")
-    lines += ["", "| set | size | refresh | rows changed | seconds | R@100 after |", "|" + "---|" * 6]
+    lines += ["", "| set | size | refresh | rows changed | refresh s | save s | delta rows | R@100 after | p50 ms |",
+              "|" + "---|" * 9]
     for r in report["refresh"]:
-        lines.append(f"| {r['set']} | {r['size']} | {r['step']} | {r['changed']} | {r['refresh_s']:.2f} "
-                     f"| {r['recall@100']:.4f} |")
+        lines.append(f"| {r['set']} | {r['size']} | {r['step']} | {r['changed']} | {r['refresh_s']:.3f} "
+                     f"| {r['save_s']:.3f} | {r['delta']} | {r['recall@100']:.4f} | {r['p50_ms']:.2f} |")
     return "\n".join(lines) + "\n"
 
 

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from codesearch.exceptions import IndexCorruptError
-from codesearch.index.vectors import GRAPH_FILE, ROWS_FILE, GraphParams, VectorSearch, reuse_by_key
+from codesearch.index.vectors import DELTA_FILE, GRAPH_FILE, ROWS_FILE, GraphParams, VectorSearch, reuse_by_key
 from codesearch.ranking import stages
 from codesearch.topk import top_k
 
@@ -148,7 +148,7 @@ def test_save_and_open_round_trip_memory_mapped(tmp_path: Path,
                                                 large: tuple[np.ndarray, np.ndarray, np.ndarray, VectorSearch]) -> None:
     vectors, queries, covered, search = large
     files = search.save(tmp_path)
-    assert sorted(p.name for p in files) == sorted([GRAPH_FILE, ROWS_FILE])
+    assert sorted(p.name for p in files) == sorted([GRAPH_FILE, ROWS_FILE, DELTA_FILE])
     np.save(tmp_path / "vectors.npy", vectors)
     mapped = np.load(tmp_path / "vectors.npy", mmap_mode="r")
     opened = VectorSearch.open(tmp_path, mapped, covered, exact_below=20_000)
@@ -158,14 +158,22 @@ def test_save_and_open_round_trip_memory_mapped(tmp_path: Path,
     if os.path.exists("/proc/self/maps"):  # the graph file is mapped, not read into memory
         maps = Path("/proc/self/maps").read_text()
         assert str((tmp_path / GRAPH_FILE).resolve()) in maps
-    # A mapped graph is refreshed from its file: 50 changed rows leave 50 removed nodes and add 50.
+    # A refresh keeps the mapped graph: 50 changed rows are dead nodes and a delta searched exactly, and the next
+    # generation's folder links the same graph file.
     reuse = np.arange(len(vectors))
     changed = np.flatnonzero(covered)[:50]
     reuse[changed] = -1
     refreshed = opened.refresh(vectors, covered, reuse, exact_below=20_000)
-    assert refreshed._graph is not None and refreshed._rows is not None
-    assert len(refreshed._graph) == int(covered.sum()) and int(np.count_nonzero(refreshed._rows < 0)) == 50
-    assert np.mean([recall(vectors, q, refreshed.top(q, 100).ids, covered, 100) for q in queries]) >= 0.99
+    assert refreshed._graph is opened._graph and int(np.count_nonzero(refreshed._rows < 0)) == 50  # type: ignore[operator]
+    assert np.array_equal(refreshed._delta, changed)
+    later = tmp_path / "next"
+    later.mkdir()
+    refreshed.save(later)
+    assert (later / GRAPH_FILE).read_bytes() == (tmp_path / GRAPH_FILE).read_bytes()
+    reopened = VectorSearch.open(later, mapped, covered, exact_below=20_000)
+    for q in queries[:10]:
+        assert np.array_equal(reopened.top(q, 100).ids, refreshed.top(q, 100).ids)
+    assert np.mean([recall(vectors, q, reopened.top(q, 100).ids, covered, 100) for q in queries]) >= 0.99
 
 
 def test_open_says_what_is_wrong(tmp_path: Path) -> None:
@@ -180,7 +188,7 @@ def test_open_says_what_is_wrong(tmp_path: Path) -> None:
         search.top(vectors[0], 10, np.ones(5, dtype=bool))
 
 
-def test_refresh_patches_the_graph() -> None:
+def test_refresh_keeps_the_graph_and_searches_the_delta() -> None:
     vectors, queries = clustered(8_000, 32, seed=9)
     covered = np.random.default_rng(8).random(len(vectors)) > 0.2  # unread rows are no nodes, not removed ones
     vectors[~covered] = 0.0
@@ -205,12 +213,11 @@ def test_refresh_patches_the_graph() -> None:
     nxt_covered[unread] = False
     nxt[unread] = 0.0
     refreshed = search.refresh(nxt, nxt_covered, reuse, exact_below=0)
-    assert not refreshed.exact and refreshed._graph is not None and refreshed._rows is not None
-    assert len(refreshed._graph) == int(nxt_covered.sum())
-    # Patched, not rebuilt: the old nodes keep their labels, the new rows come after them, removed ones are -1.
-    added = int(np.count_nonzero(nxt_covered & (reuse < 0)))
-    assert len(refreshed._rows) == len(search._rows) + added
-    assert int(np.count_nonzero(refreshed._rows < 0)) == len(search._rows) - (int(nxt_covered.sum()) - added)
+    # The graph is kept as built: nodes of gone, changed or unread rows are dead, new and changed rows are the delta.
+    assert refreshed._graph is search._graph and refreshed._rows is not None
+    assert np.array_equal(refreshed._delta, np.flatnonzero(nxt_covered & (reuse < 0)))
+    live = refreshed._rows[refreshed._rows >= 0]
+    assert nxt_covered[live].all() and np.array_equal(nxt[live], vectors[search._rows[refreshed._rows >= 0]])  # type: ignore[index]
     scores = []
     for q in queries:
         found = refreshed.top(q, 100)
@@ -218,6 +225,8 @@ def test_refresh_patches_the_graph() -> None:
         assert np.array_equal(found.scores, nxt[found.ids] @ q)
         scores.append(recall(nxt, q, found.ids, nxt_covered, 100))
     assert np.mean(scores) >= 0.99
+    new = int(np.flatnonzero(reuse < 0)[-1])  # a row that came after the build is found first for its own vector
+    assert refreshed.top(nxt[new], 1).ids.tolist() == [new]
 
 
 def test_refresh_rebuilds_past_the_share_and_reuse_by_key() -> None:
@@ -226,6 +235,7 @@ def test_refresh_rebuilds_past_the_share_and_reuse_by_key() -> None:
     reuse = np.arange(len(vectors))
     reuse[:200] = -1  # 5% changed, above the 1% share: a new graph, labels are rows again
     refreshed = search.refresh(vectors, None, reuse, exact_below=0)
+    assert refreshed._graph is not search._graph and len(refreshed._delta) == 0
     assert refreshed._rows is not None and np.array_equal(refreshed._rows, np.arange(len(vectors)))
     assert VectorSearch.build(vectors).refresh(vectors, None, reuse).exact  # small stays exact
     assert reuse_by_key(["a", "b", "a"], ["b", "c", "a", "a"]).tolist() == [1, -1, 0, 0]

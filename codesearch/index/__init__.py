@@ -17,8 +17,8 @@ from codesearch.index.loaded import LoadedIndex
 from codesearch.index.manifest import IndexManifest, TierFacts
 from codesearch.index.store import FORMAT_VERSION, IndexSnapshot, IndexStore
 from codesearch.index.tiers import Tiers
-from codesearch.index.vectors import EXACT_BELOW, DenseCandidates, GraphParams, VectorSearch
+from codesearch.index.vectors import EXACT_BELOW, TIER_PARAMS, DenseCandidates, GraphParams, VectorSearch
 
 __all__ = ["CHECKPOINT_EVERY", "EXACT_BELOW", "FORMAT_VERSION", "UNREAD_BY_DEFAULT", "BuildOptions", "DenseCandidates",
            "Freshness", "GraphParams", "IndexBuilder", "IndexManifest", "IndexSnapshot", "IndexStore", "LoadedIndex",
-           "TierFacts", "Tiers", "VectorSearch", "chunk_key"]
+           "TIER_PARAMS", "TierFacts", "Tiers", "VectorSearch", "chunk_key"]

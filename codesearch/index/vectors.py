@@ -18,9 +18,11 @@ What the ranking needs from one list (:class:`~codesearch.ranking.Candidates`):
 - rows the tier did not read (``covered`` False: the transformer leaves test
   files out, their rows are zeros) are never candidates: they are not in the graph.
 
-On disk the graph is two files next to the generation's arrays (:data:`GRAPH_FILE`,
-:data:`ROWS_FILE`); :meth:`VectorSearch.save` writes them and
-:meth:`VectorSearch.open` maps them without reading them. usearch is imported
+On disk the graph is three files next to the generation's arrays (:data:`GRAPH_FILE`,
+:data:`ROWS_FILE`, :data:`DELTA_FILE`); :meth:`VectorSearch.save` writes them and
+:meth:`VectorSearch.open` maps them without reading them. A refresh keeps the
+graph file as it is (dead nodes dropped from results, new rows searched
+exactly) until the changes pass a share of it (:meth:`VectorSearch.refresh`). usearch is imported
 only when a graph is built or opened (this module owns it: nothing else imports it).
 """
 
@@ -28,14 +30,18 @@ from __future__ import annotations
 
 import math
 import os
+import shutil
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 import numpy as np
 
 from codesearch.exceptions import IndexCorruptError
 from codesearch.topk import top_k
+from codesearch.types import FULL, STATIC, Tier
 
 if TYPE_CHECKING:
     from usearch.index import Index
@@ -47,7 +53,9 @@ The benchmark's repositories all have under 3k chunks."""
 GRAPH_FILE = "ann.usearch"
 """The HNSW graph with its int8 copy of the vectors (usearch's format)."""
 ROWS_FILE = "ann_rows.npy"
-"""int64, graph label -> row of the vectors; -1 for a node a refresh removed."""
+"""int64, graph label -> row of the vectors; -1 for a dead node (its row gone or changed since the build)."""
+DELTA_FILE = "ann_delta.npy"
+"""int64, the read rows without a node (new or changed since the build), searched exactly."""
 
 Storage = Literal["i8", "f16", "f32"]
 _BLOCK = 8192  # rows gathered at once by an exact search within a scope (12 MB of 384-d float32)
@@ -61,9 +69,10 @@ class GraphParams:
     Natural-language queries sit far from the code chunks they match (the best
     score is about 0.5, the 100th about 0.33), so the 100th place lies in a
     crowd and the graph needs a long candidate list to reach recall 0.99 there:
-    ``ef`` 1600 at 90k rows (61k read), about 4000 at 270k (182k read),
+    ``ef`` 1600 at 90k rows (61k read), about 4500 at 270k (182k read),
     measured on real MiniLM rows and DEV queries: hence an ``ef`` that grows
-    with the graph, 2.2% of its nodes past 73k.
+    with the graph, 2.5% of its nodes past 64k. The static tier's rows are
+    easier (ef 800 at 90k, 1000 at 270k: :data:`TIER_PARAMS`).
 
     Attributes:
         connectivity: HNSW ``M``, edges per node on the upper levels (twice that on the base level).
@@ -76,14 +85,14 @@ class GraphParams:
         exact_scope_rows: a scope with at most this many rows the tier read is searched exactly over
             its rows; a larger one is read off the unscoped search (as deep as its ``ef``), and
             searched exactly when that holds fewer than asked.
-        rebuild_share: a refresh rebuilds the graph instead of patching it when the rows removed
-            since the last build would pass this share of the live rows.
+        rebuild_share: a refresh builds a new graph when its dead nodes or its delta rows (searched
+            exactly) would pass this share of the graph's nodes.
     """
 
     connectivity: int = 32
     expansion_add: int = 256
     expansion_search: int = 1600
-    expansion_share: float = 0.022
+    expansion_share: float = 0.025
     overfetch: float = 2.0
     storage: Storage = "i8"
     exact_scope_rows: int = EXACT_BELOW
@@ -98,6 +107,13 @@ class GraphParams:
             raise ValueError(f"GraphParams.storage must be 'i8', 'f16' or 'f32', got {self.storage!r}")
         if self.exact_scope_rows < 0 or self.rebuild_share < 0.0 or not 0.0 <= self.expansion_share <= 1.0:
             raise ValueError("GraphParams needs exact_scope_rows >= 0, rebuild_share >= 0, 0 <= expansion_share <= 1")
+
+
+TIER_PARAMS: Mapping[Tier, GraphParams] = MappingProxyType({
+    FULL: GraphParams(),
+    STATIC: GraphParams(expansion_search=800, expansion_share=0.004),
+})
+"""Each embedding tier's graph settings: the transformer's 384-d rows need the longer candidate list."""
 
 
 class DenseCandidates(NamedTuple):
@@ -150,7 +166,8 @@ class VectorSearch:
     """
 
     def __init__(self, vectors: np.ndarray, covered: np.ndarray | None = None, graph: Index | None = None,
-                 rows: np.ndarray | None = None, params: GraphParams = GraphParams()) -> None:
+                 rows: np.ndarray | None = None, delta: np.ndarray | None = None,
+                 params: GraphParams = GraphParams()) -> None:
         if vectors.ndim != 2:
             raise ValueError(f"VectorSearch takes a 2-d array of rows, got shape {vectors.shape}")
         if covered is not None and (covered.shape != (len(vectors),) or covered.dtype != np.bool_):
@@ -163,6 +180,7 @@ class VectorSearch:
         self.params = params
         self._graph = graph
         self._rows = rows
+        self._delta = np.empty(0, dtype=np.int64) if delta is None else np.asarray(delta, dtype=np.int64)
         self._read = len(vectors) if covered is None else int(np.count_nonzero(covered))
         self._source: Path | None = None  # the file a mapped graph was opened from
 
@@ -179,21 +197,26 @@ class VectorSearch:
         search = cls(vectors, covered, params=params)
         if len(vectors) < exact_below:
             return search
-        # Labels are dense (node i is the i-th read row), so every -1 that refreshes leave in `rows` is a removed node.
+        # Node i is the i-th read row.
         rows = np.arange(len(vectors), dtype=np.int64) if covered is None else np.flatnonzero(covered)
         graph = cls._new_graph(vectors.shape[1], params)
         if len(rows):
             graph.add(np.arange(len(rows), dtype=np.uint64), cls._rows_of(vectors, rows), threads=threads)
-        return cls(vectors, covered, graph, rows, params)
+        return cls(vectors, covered, graph, rows, params=params)
 
     def refresh(self, vectors: np.ndarray, covered: np.ndarray | None, reuse: np.ndarray, *,
                 exact_below: int = EXACT_BELOW, threads: int = 0) -> VectorSearch:
-        """The search of the next generation, patching this one's graph where that is cheaper than a new one.
+        """The search of the next generation: this graph as it is, plus the rows it lacks searched exactly.
 
-        Rows whose vector is unchanged keep their graph node (relabelled);
-        rows no longer there are removed; new rows are inserted. The graph is
-        built anew when this one is exact, when the next one crosses
-        ``exact_below``, or when removed nodes would pass ``params.rebuild_share``.
+        The graph is never patched: usearch's remove and add cost recall@100
+        (0.9969 -> 0.9924 after three refreshes of 1% at 90k, even re-adding
+        the same vectors; 0.990 -> 0.982 after two at 270k). A row whose vector
+        is unchanged keeps its node (relabelled to its new row); a node whose row
+        is gone or changed is dead (found, then dropped); rows without a node
+        (new or changed) are the delta, multiplied exactly at each query. The
+        graph is built anew when this one is exact, when the next one crosses
+        ``exact_below``, or when dead nodes or delta rows pass ``params.rebuild_share``
+        of the nodes, so a refresh costs array work, not a graph.
 
         Args:
             vectors, covered: the next generation's rows and which the tier read.
@@ -208,32 +231,22 @@ class VectorSearch:
         label_of = np.full(len(self.vectors), -1, dtype=np.int64)
         live = np.flatnonzero(self._rows >= 0)
         label_of[self._rows[live]] = live
-        wanted = np.ones(len(vectors), dtype=bool) if covered is None else covered.copy()
-        inherited = np.full(len(vectors), -1, dtype=np.int64)
+        wanted = np.ones(len(vectors), dtype=bool) if covered is None else covered
         ok = wanted & (reuse >= 0) & (reuse < len(self.vectors))
-        candidates = np.where(ok, label_of[np.where(ok, reuse, 0)], -1)
+        labels = np.where(ok, label_of[np.where(ok, reuse, 0)], -1)
         # A previous row reused twice (a duplicated chunk text) keeps its node for its first reuser only.
-        seen = candidates >= 0
-        first = np.zeros(len(vectors), dtype=bool)
-        _, first_at = np.unique(candidates[seen], return_index=True)
-        first[np.flatnonzero(seen)[first_at]] = True
-        inherited[first] = candidates[first]
-        gone = np.setdiff1d(live, inherited[first], assume_unique=True)
-        added = np.flatnonzero(wanted & ~first)
-        tombstones = (len(self._rows) - len(live)) + len(gone)  # nodes removed since the graph was built
-        if tombstones > self.params.rebuild_share * max(int(np.count_nonzero(wanted)), 1):
+        holds = np.zeros(len(vectors), dtype=bool)
+        _, first_at = np.unique(labels[labels >= 0], return_index=True)
+        holds[np.flatnonzero(labels >= 0)[first_at]] = True
+        rows = np.full(len(self._rows), -1, dtype=np.int64)
+        rows[labels[holds]] = np.flatnonzero(holds)
+        delta = np.flatnonzero(wanted & ~holds)
+        dead = len(rows) - int(np.count_nonzero(holds))
+        if max(dead, len(delta)) > self.params.rebuild_share * len(rows):
             return VectorSearch.build(vectors, covered, params=self.params, exact_below=exact_below, threads=threads)
-        # A writable copy in memory, with the key table remove() needs (a mapped graph is opened without it).
-        graph = self._graph.copy() if self._source is None else _usearch().Index.restore(os.fspath(self._source))
-        if len(gone):
-            graph.remove(gone.astype(np.uint64))
-        new_labels = np.arange(len(self._rows), len(self._rows) + len(added), dtype=np.int64)
-        if len(added):
-            graph.add(new_labels.astype(np.uint64), self._rows_of(vectors, added), threads=threads)
-        rows = np.full(len(self._rows) + len(added), -1, dtype=np.int64)
-        rows[inherited[first]] = np.flatnonzero(first)
-        rows[new_labels] = added
-        return VectorSearch(vectors, covered, graph, rows, self.params)
+        search = VectorSearch(vectors, covered, self._graph, rows, delta, self.params)
+        search._source = self._source
+        return search
 
     @staticmethod
     def _new_graph(ndim: int, params: GraphParams) -> Index:
@@ -247,17 +260,27 @@ class VectorSearch:
     # -- files -----------------------------------------------------------------------
 
     def save(self, folder: str | os.PathLike[str]) -> list[Path]:
-        """Write the graph into ``folder`` (:data:`GRAPH_FILE`, :data:`ROWS_FILE`); returns the files written.
+        """Write the graph into ``folder`` (:data:`GRAPH_FILE`, :data:`ROWS_FILE`, :data:`DELTA_FILE`); returns them.
 
-        An exact search writes nothing (its rows are the tier's array, stored already).
+        A refreshed search's graph is the previous generation's file, unchanged:
+        it is hard-linked where the file system allows, else copied. An exact
+        search writes nothing (its rows are the tier's array, stored already).
         """
         if self._graph is None or self._rows is None:
             return []
         folder = Path(folder)
-        graph_path, rows_path = folder / GRAPH_FILE, folder / ROWS_FILE
-        self._graph.save(os.fspath(graph_path))
+        graph_path, rows_path, delta_path = folder / GRAPH_FILE, folder / ROWS_FILE, folder / DELTA_FILE
+        if self._source is not None and self._source.resolve() != graph_path.resolve():
+            graph_path.unlink(missing_ok=True)
+            try:
+                os.link(self._source, graph_path)
+            except OSError:
+                shutil.copyfile(self._source, graph_path)
+        elif self._source is None:
+            self._graph.save(os.fspath(graph_path))
         np.save(rows_path, self._rows, allow_pickle=False)
-        return [graph_path, rows_path]
+        np.save(delta_path, self._delta, allow_pickle=False)
+        return [graph_path, rows_path, delta_path]
 
     @classmethod
     def open(cls, folder: str | os.PathLike[str] | None, vectors: np.ndarray, covered: np.ndarray | None = None,
@@ -275,11 +298,12 @@ class VectorSearch:
                                         "re-run `codesearch index`")
             return cls(vectors, covered, params=params)
         folder = Path(folder)
-        graph_path, rows_path = folder / GRAPH_FILE, folder / ROWS_FILE
+        graph_path, rows_path, delta_path = folder / GRAPH_FILE, folder / ROWS_FILE, folder / DELTA_FILE
         index = _usearch()
         try:
             meta = index.Index.metadata(os.fspath(graph_path))
             rows = np.load(rows_path, mmap_mode="r", allow_pickle=False)
+            delta = np.load(delta_path, allow_pickle=False)
         except (OSError, ValueError) as exc:
             raise IndexCorruptError(f"cannot read the vector graph in {folder}: {exc}; re-run `codesearch index`") from exc
         if not meta:
@@ -287,12 +311,13 @@ class VectorSearch:
         if meta.get("dimensions") != vectors.shape[1]:
             raise IndexCorruptError(f"the vector graph in {folder} holds {meta.get('dimensions')}-d vectors and the "
                                     f"index {vectors.shape[1]}-d rows; re-run `codesearch index`")
-        if rows.dtype != np.int64 or rows.ndim != 1 or (len(rows) and int(rows.max()) >= len(vectors)):
-            raise IndexCorruptError(f"{rows_path} does not fit the stored vectors; re-run `codesearch index`")
-        # Searching reads labels off the nodes; the label -> node table only refresh() needs (built at open: 3x slower).
+        for path, array in ((rows_path, rows), (delta_path, delta)):
+            if array.dtype != np.int64 or array.ndim != 1 or (len(array) and int(array.max()) >= len(vectors)):
+                raise IndexCorruptError(f"{path} does not fit the stored vectors; re-run `codesearch index`")
+        # Searching reads labels off the nodes; usearch's label -> node table is not needed (it makes open 3x slower).
         graph = index.Index.restore(os.fspath(graph_path), view=True, expansion_search=params.expansion_search,
                                     enable_key_lookups=False)
-        search = cls(vectors, covered, graph, rows, params)
+        search = cls(vectors, covered, graph, rows, delta, params)
         search._source = graph_path
         return search
 
@@ -349,15 +374,17 @@ class VectorSearch:
         return max(self.params.expansion_search, math.ceil(self.params.expansion_share * len(self._graph)))
 
     def _search(self, query: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:
-        """The graph's ``count`` nearest rows, rescored against the float32 rows and ordered, all of them."""
+        """The graph's ``count`` nearest live rows and the delta rows, rescored against the float32 rows, ordered."""
         assert self._graph is not None and self._rows is not None
         count = min(count, len(self._graph))
-        if count <= 0:
-            return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)
-        # usearch's setter is there; its stub declares the property read-only.
-        self._graph.expansion_search = max(self.expansion, count)  # type: ignore[misc]
-        labels = np.asarray(self._graph.search(query, count, threads=1).keys, dtype=np.int64)
-        ids = np.sort(self._rows[labels])  # sorted rows read the memory map in file order
+        labels = np.empty(0, dtype=np.int64)
+        if count > 0:
+            # usearch's setter is there; its stub declares the property read-only.
+            self._graph.expansion_search = max(self.expansion, count)  # type: ignore[misc]
+            labels = np.asarray(self._graph.search(query, count, threads=1).keys, dtype=np.int64)
+        ids = self._rows[labels]
+        # Dead nodes are dropped; the rows without a node are all candidates.
+        ids = np.sort(np.concatenate([ids[ids >= 0], self._delta]))  # sorted rows read the memory map in order
         return _ranked(ids, self.vectors[ids] @ query, len(ids))
 
     def _exact_within(self, query: np.ndarray, mask: np.ndarray, allowed: np.ndarray,
@@ -417,5 +444,5 @@ def reuse_by_key(previous_keys: list[str], keys: list[str]) -> np.ndarray:
     return np.array([first.get(key, -1) for key in keys], dtype=np.int64)
 
 
-__all__ = ["EXACT_BELOW", "GRAPH_FILE", "ROWS_FILE", "DenseCandidates", "GraphParams", "VectorSearch",
-           "reuse_by_key"]
+__all__ = ["DELTA_FILE", "EXACT_BELOW", "GRAPH_FILE", "ROWS_FILE", "TIER_PARAMS", "DenseCandidates", "GraphParams",
+           "VectorSearch", "reuse_by_key"]
