@@ -152,6 +152,7 @@ def test_save_and_open_round_trip_memory_mapped(tmp_path: Path,
     np.save(tmp_path / "vectors.npy", vectors)
     mapped = np.load(tmp_path / "vectors.npy", mmap_mode="r")
     opened = VectorSearch.open(tmp_path, mapped, covered, exact_below=20_000)
+    assert opened._rows_map is not None  # its rescored rows are released from the process after each search
     for q in queries[:10]:
         a, b = search.top(q, 100), opened.top(q, 100)
         assert np.array_equal(a.ids, b.ids) and np.array_equal(a.scores, b.scores) and a.whole_range == b.whole_range
