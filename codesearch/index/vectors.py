@@ -71,9 +71,10 @@ class GraphParams:
     Natural-language queries sit far from the code chunks they match (the best
     score is about 0.5, the 100th about 0.33), so the 100th place lies in a
     crowd and the graph needs a long candidate list to reach recall 0.99 there:
-    ``ef`` 1600 at 90k rows (61k read), about 4500 at 270k (182k read),
-    measured on real MiniLM rows and DEV queries: hence an ``ef`` that grows
-    with the graph, 2.5% of its nodes past 64k. The static tier's rows are
+    ``ef`` 1600 at 90k rows (61k read); at 270k (182k read) ef 4546 gave
+    0.989-0.993 over four builds (multi-threaded inserts vary) and 6400 gave
+    0.992-0.995, measured on real MiniLM rows and DEV queries: hence an ``ef``
+    that grows with the graph, 3.5% of its nodes past 46k. The static tier's rows are
     easier (ef 800 at 90k, 1000 at 270k: :data:`TIER_PARAMS`).
 
     Attributes:
@@ -94,7 +95,7 @@ class GraphParams:
     connectivity: int = 32
     expansion_add: int = 256
     expansion_search: int = 1600
-    expansion_share: float = 0.025
+    expansion_share: float = 0.035
     overfetch: float = 2.0
     storage: Storage = "i8"
     exact_scope_rows: int = EXACT_BELOW
