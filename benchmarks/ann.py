@@ -316,6 +316,8 @@ BIG = {"usearch": ("i8",), "faiss": ("HNSWSQ8",), "hnswlib": ("f32",)}  # above 
 
 
 def available(name: str) -> bool:
+    import onnxruntime  # noqa: F401  (before usearch: see codesearch.index.vectors._usearch)
+
     try:
         __import__({"usearch": "usearch.index"}.get(name, name))
     except ImportError:
@@ -363,7 +365,7 @@ def rss_mb() -> float:
 def probe(library: str, setting: str, path: str, dim: str, queries: str) -> None:
     qs = np.load(queries)
     lib = LIBRARIES[library](setting)
-    __import__({"usearch": "usearch.index"}.get(library, library))  # imported before the baseline
+    available(library)  # imported before the baseline
     before = rss_mb()
     started = time.perf_counter()
     lib.open(Path(path), int(dim))

@@ -502,6 +502,8 @@ def test_tune_reports_the_questions_without_tuning_on_them(tmp_path: Path, tiny_
 
 
 def test_ann_benchmark_runs_on_synthetic_vectors(tmp_path: Path) -> None:
+    import onnxruntime  # noqa: F401  (before usearch: see codesearch.index.vectors._usearch)
+
     pytest.importorskip("usearch")
     out, md = tmp_path / "ann.json", tmp_path / "ann.md"
     assert ann.main(["run", "--synthetic", "3000", "--sizes", "3000", "--libraries", "usearch",

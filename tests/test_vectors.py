@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
+import onnxruntime  # noqa: F401  (before usearch: see codesearch.index.vectors._usearch)
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -240,3 +243,15 @@ def test_refresh_rebuilds_past_the_share_and_reuse_by_key() -> None:
     assert refreshed._rows is not None and np.array_equal(refreshed._rows, np.arange(len(vectors)))
     assert VectorSearch.build(vectors).refresh(vectors, None, reuse).exact  # small stays exact
     assert reuse_by_key(["a", "b", "a"], ["b", "c", "a", "a"]).tolist() == [1, -1, 0, 0]
+
+
+def test_onnxruntime_still_imports_after_a_graph() -> None:
+    # usearch's extension, imported first, made a later `import onnxruntime` crash the process.
+    code = ("import numpy as np\n"
+            "from codesearch.index.vectors import VectorSearch\n"
+            "rows = np.random.default_rng(0).normal(size=(300, 8)).astype(np.float32)\n"
+            "VectorSearch.build(rows, exact_below=0)\n"
+            "import onnxruntime\n"
+            "print('ok')\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]

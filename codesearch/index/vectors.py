@@ -135,6 +135,10 @@ class DenseCandidates(NamedTuple):
 
 
 def _usearch() -> Any:
+    # onnxruntime first: `import usearch` loads numkong's extension into the global symbol namespace, and an
+    # onnxruntime imported after it crashes the process (segfault in its pybind module; usearch 2.26.6,
+    # numkong 7.8.6, onnxruntime 1.32.0). Imported first, both work.
+    import onnxruntime  # noqa: F401
     try:
         from usearch import index
     except ImportError as exc:  # pragma: no cover - a declared dependency
