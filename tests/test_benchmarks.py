@@ -13,6 +13,7 @@ import pytest
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 sys.path.insert(0, str(BENCHMARKS))
 
+import ann  # noqa: E402
 import chunker_speed  # noqa: E402
 import freshness  # noqa: E402
 import quality  # noqa: E402
@@ -656,3 +657,17 @@ def test_freshness_runs_every_part_keyword_only(tmp_path: Path) -> None:
     (warm,) = result["warm"].values()
     assert warm["refreshed"] == 0 and {"watch_p50_ms", "stat_p50_ms", "norefresh_p50_ms"} <= set(warm)
     assert result["edit_to_search_refreshed"] == [1] and sum(result["edit_to_search_watch_refreshed"]) == 1
+
+def test_ann_benchmark_runs_on_synthetic_vectors(tmp_path: Path) -> None:
+    import onnxruntime  # noqa: F401  (before usearch: see codesearch.index.vectors._usearch)
+
+    pytest.importorskip("usearch")
+    out, md = tmp_path / "ann.json", tmp_path / "ann.md"
+    assert ann.main(["run", "--synthetic", "3000", "--sizes", "3000", "--libraries", "usearch",
+                     "--json", str(out), "--markdown", str(md)]) == 0
+    data = json.loads(out.read_text())
+    assert {r["setting"] for r in data["sets"]} == {"i8", "i8 flat scan", "f16", "f32"}
+    methods = {r["method"] for r in data["end_to_end"]}
+    assert methods == {"exact product + top_k (today)", "VectorSearch graph"}
+    assert all(r["recall@100"] >= 0.99 for r in data["end_to_end"])
+    assert len(data["refresh"]) == 3 and "| set | size | scope |" in md.read_text()

@@ -5,7 +5,8 @@
 - :mod:`~codesearch.index.loaded`: :class:`LoadedIndex`, the index in memory, answering through the ranking;
 - :mod:`~codesearch.index.tiers`: :class:`Tiers`, the models, their guards, and which tier answers;
 - :mod:`~codesearch.index.builder`: :class:`IndexBuilder`, scan -> chunk -> embed -> keywords -> store;
-- :mod:`~codesearch.index.freshness`: :class:`Freshness`, the stat pass, refresh and background upgrade.
+- :mod:`~codesearch.index.freshness`: :class:`Freshness`, the stat pass, refresh and background upgrade;
+- :mod:`~codesearch.index.vectors`: :class:`VectorSearch`, one tier's dense candidates (exact, or a rescored graph).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from codesearch.index.loaded import LoadedIndex
 from codesearch.index.manifest import IndexManifest, TierFacts
 from codesearch.index.store import FORMAT_VERSION, IndexSnapshot, IndexStore
 from codesearch.index.tiers import Tiers
+from codesearch.index.vectors import EXACT_BELOW, TIER_PARAMS, DenseCandidates, GraphParams, VectorSearch
 
-__all__ = ["CHECKPOINT_EVERY", "FORMAT_VERSION", "UNREAD_BY_DEFAULT", "BuildOptions", "Freshness", "IndexBuilder",
-           "IndexManifest", "IndexSnapshot", "IndexStore", "LoadedIndex", "TierFacts", "Tiers", "chunk_key"]
+__all__ = ["CHECKPOINT_EVERY", "EXACT_BELOW", "FORMAT_VERSION", "UNREAD_BY_DEFAULT", "BuildOptions", "DenseCandidates",
+           "Freshness", "GraphParams", "IndexBuilder", "IndexManifest", "IndexSnapshot", "IndexStore", "LoadedIndex",
+           "TIER_PARAMS", "TierFacts", "Tiers", "VectorSearch", "chunk_key"]
