@@ -255,3 +255,36 @@ def test_onnxruntime_still_imports_after_a_graph() -> None:
             "print('ok')\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
+
+
+def test_an_index_past_the_threshold_answers_through_its_graph_and_keeps_it(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """The builder makes a graph with the transformer tier, the store keeps it, a new process maps it, a refresh
+    keeps it; answers match the exact product's on a small tree (the graph finds every row there)."""
+    from conftest import SESSIONS, UTILS, HashingEmbedder
+
+    from codesearch import CodeSearch
+    from codesearch.index import vectors as vectors_module
+
+    root = tmp_path / "repo"
+    for n in range(12):
+        (root / f"pkg{n}").mkdir(parents=True)
+        (root / f"pkg{n}" / "sessions.py").write_text(SESSIONS.replace("Session", f"Session{n}"))
+        (root / f"pkg{n}" / "utils.py").write_text(UTILS + f"\n\ndef helper_{n}(value):\n    return value * {n}\n")
+    exact = CodeSearch(root, model=HashingEmbedder(), static=False, index_dir=tmp_path / "exact")
+    exact.index()
+    monkeypatch.setattr(vectors_module, "EXACT_BELOW", 10)
+    graph = CodeSearch(root, model=HashingEmbedder(), static=False, index_dir=tmp_path / "graph")
+    graph.index()
+    arrays = graph.store.load().arrays
+    assert "ann_vectors_graph" in arrays and "ann_vectors_graph" not in exact.store.load().arrays
+    reopened = CodeSearch(root, model=HashingEmbedder(), static=False, index_dir=tmp_path / "graph")
+    for query in ("strip the auth header on redirect", "helper_7 value", "length of the body"):
+        want = [(h.location, round(h.score, 9)) for h in exact.search(query, k=5)]
+        assert [(h.location, round(h.score, 9)) for h in reopened.search(query, k=5)] == want
+    assert not reopened._session.current()[0].searches["full"].exact
+    (root / "pkg3" / "utils.py").write_text(UTILS + "\n\ndef zebra_crossing(value):\n    return value\n")
+    assert reopened.search("zebra_crossing value", k=1)[0].path == "pkg3/utils.py"
+    stored = reopened.store.load().arrays
+    np.testing.assert_array_equal(stored["ann_vectors_graph"], arrays["ann_vectors_graph"])  # kept as it was
+    assert len(stored["ann_vectors_delta"]) > 0  # the changed chunk is searched exactly

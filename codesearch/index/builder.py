@@ -31,12 +31,14 @@ from codesearch.embedding.onnx import available_cores
 from codesearch.exceptions import EmptyRepositoryError, IndexCancelledError, ModelNotAvailableError
 from codesearch.files.scan import RACY_NS, Listed, list_files
 from codesearch.files.walk import MAX_FILE_BYTES
+from codesearch.index import vectors as vectors_module
 from codesearch.index.columns import KIND_CODES, ChunkColumns, ColumnsWriter
 from codesearch.index.cutting import CutFile, FileTask, cut_in_order
-from codesearch.index.loaded import LoadedIndex
+from codesearch.index.loaded import LoadedIndex, graph_prefix
 from codesearch.index.manifest import ARRAYS, BM25_PREFIX, IndexManifest, TierFacts
 from codesearch.index.store import IndexSnapshot, IndexStore
 from codesearch.index.tiers import Tiers
+from codesearch.index.vectors import TIER_PARAMS, VectorSearch, reuse_by_key
 from codesearch.keyword import BM25Builder
 from codesearch.ranking.facts import SymbolTable
 from codesearch.scope import KINDS, kind_of
@@ -367,6 +369,7 @@ class IndexBuilder:
             tier = FULL
         bm25 = keywords.fit()
         symbols = SymbolTable.build(_chunk_symbols(columns))
+        searches = self._graphs(vectors, columns, read, previous, graphs=tier == FULL)
         manifest = IndexManifest(
             root=str(self.root), tier=tier, full=full_facts, static=static_facts,
             chunker=self.options.chunker_facts(), walk_stats=dict(listing.walk_stats),
@@ -374,6 +377,8 @@ class IndexBuilder:
             scanned_ns=scanned_ns,
         )
         arrays = {ARRAYS[t]: v for t, v in vectors.items()}
+        for t, search in searches.items():
+            arrays.update(search.to_arrays(graph_prefix(t)))
         arrays.update(columns.to_arrays())
         arrays.update(symbols.to_arrays())
         arrays.update({BM25_PREFIX + name: array for name, array in bm25.to_arrays(copy=False).items()})
@@ -384,6 +389,7 @@ class IndexBuilder:
         else:
             token = previous.token if previous is not None else None
         loaded = LoadedIndex(manifest, columns, vectors, bm25, symbols, token)
+        loaded.searches.update(searches)
         old_keys = {bytes(k) for k in previous.columns.key} if previous is not None else set()
         new_keys = {bytes(k) for k in columns.key}
         report = IndexReport(
@@ -448,6 +454,34 @@ class IndexBuilder:
         for row, head in heads.items():
             out[row] = out[head]
         return out, len(missing)
+
+    def _graphs(self, vectors: dict[Tier, np.ndarray], columns: ChunkColumns, read: np.ndarray,
+                previous: LoadedIndex | None, *, graphs: bool) -> dict[Tier, VectorSearch]:
+        """Each tier's vector search: exact below :data:`~codesearch.index.vectors.EXACT_BELOW` chunks, else a graph.
+
+        A graph is made when the transformer tier is built (seconds, beside its minutes), not for a first
+        answer, which the exact product serves; once made, a refresh keeps it and searches the changed rows
+        exactly (:meth:`VectorSearch.refresh`) until they pass a share of it.
+        """
+        searches: dict[Tier, VectorSearch] = {}
+        for tier, rows in vectors.items():
+            covered = None
+            if tier == FULL and len(read) < len(columns):
+                covered = np.zeros(len(columns), dtype=bool)
+                covered[read] = True
+            before = previous.searches.get(tier) if previous is not None else None
+            stored = previous.manifest.of(tier) if previous is not None else None
+            same = before is not None and not before.exact and stored is not None and stored.fingerprint == (
+                self.tiers.embedder if tier == FULL else self.tiers.static_embedder).fingerprint
+            if same and previous is not None and before is not None:
+                reuse = reuse_by_key(previous.columns.key_hexes(), columns.key_hexes())
+                searches[tier] = before.refresh(rows, covered, reuse, exact_below=vectors_module.EXACT_BELOW)
+            elif graphs:
+                searches[tier] = VectorSearch.build(rows, covered, params=TIER_PARAMS[tier],
+                                                    exact_below=vectors_module.EXACT_BELOW)
+            else:
+                searches[tier] = VectorSearch(rows, covered, params=TIER_PARAMS[tier])
+        return searches
 
     def _unread_kinds(self, previous: LoadedIndex | None) -> frozenset[str]:
         """The chunk kinds the transformer leaves to keywords and the static tier: as asked, else as stored."""

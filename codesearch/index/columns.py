@@ -86,6 +86,10 @@ class ChunkColumns:
     def key_hex(self, i: int) -> str:
         return bytes(self.key[i]).hex()
 
+    def key_hexes(self) -> list[str]:
+        """Every chunk's key, hex."""
+        return [bytes(key).hex() for key in np.asarray(self.key)]
+
     def rows_of_file(self, number: int) -> range:
         """The chunks of file ``number`` (one contiguous run)."""
         first = int(np.searchsorted(self.file_of, number, side="left"))

@@ -15,8 +15,9 @@ from codesearch.exceptions import IndexCorruptError, ModelNotAvailableError
 from codesearch.index.columns import KIND_CODES, ChunkColumns
 from codesearch.index.manifest import ARRAYS, BM25_PREFIX, IndexManifest
 from codesearch.index.store import IndexSnapshot, Verification
+from codesearch.index.vectors import TIER_PARAMS, VectorSearch
 from codesearch.keyword import BM25
-from codesearch.ranking import IndexFacts, Ranking, rank_scores
+from codesearch.ranking import IndexFacts, Ranking, candidates_from_scores, rank, rank_scores
 from codesearch.ranking.facts import SymbolTable
 from codesearch.scope import KINDS, Scope
 from codesearch.types import FULL, STATIC, Hit, Mode, Tier
@@ -68,6 +69,7 @@ class LoadedIndex:
         self.bm25 = bm25
         self.token = token
         self.verification = verification
+        self.searches: dict[Tier, VectorSearch] = {}
         self.facts = IndexFacts.from_columns(columns.paths.tolist(), np.asarray(columns.file_of), symbols)
         unread = {KIND_CODES[k] for k in manifest.unread_kinds or ()}
         read = ~np.isin(columns.kind, list(unread)) if unread else None
@@ -96,8 +98,13 @@ class LoadedIndex:
             if len(array) != len(columns):
                 raise IndexCorruptError(f"the stored {name} do not match the stored chunks; re-run `codesearch index`")
             vectors[tier] = array
-        return cls(IndexManifest.from_json(snapshot.manifest), columns, vectors, bm25, symbols, token,
-                   snapshot.verification)
+        loaded = cls(IndexManifest.from_json(snapshot.manifest), columns, vectors, bm25, symbols, token,
+                     snapshot.verification)
+        for tier, array in vectors.items():
+            loaded.searches[tier] = VectorSearch.from_arrays(arrays, graph_prefix(tier), array,
+                                                             loaded.read if tier == FULL else None,
+                                                             params=TIER_PARAMS[tier])
+        return loaded
 
     def __len__(self) -> int:
         return len(self.columns)
@@ -195,6 +202,10 @@ class LoadedIndex:
         Returns:
             ``(chunk, score)`` best first.
         """
+        search = self.searches.get(tier) if tier is not None else None
+        if tier is not None and search is not None and not search.exact and query_vector is not None \
+                and static_vector is None:
+            return self._rank_through_graph(search, query, mode, tier, query_vector, ranking, k, mask)
         lists: dict[str, np.ndarray] = {}
         covered: dict[str, np.ndarray] = {}
         vectors = None
@@ -212,4 +223,26 @@ class LoadedIndex:
             return rank_scores(query, lists, self.facts, ranking, k, mask, vectors, covered)
 
 
-__all__ = ["LIST_OF", "LoadedIndex", "one_blas_thread"]
+    def _rank_through_graph(self, search: VectorSearch, query: str, mode: Mode, tier: Tier, query_vector: np.ndarray,
+                            ranking: Ranking, k: int, mask: np.ndarray | None) -> list[tuple[int, float]]:
+        """:meth:`rank` with the embedding list's candidates from its graph (an index of many chunks): keywords as
+        ever, the graph's best rows rescored exactly, and the whole index's range of them."""
+        self.check()
+        with one_blas_thread():
+            keywords = {"bm25": self.bm25.score(query)} if mode != "dense" else {}
+            found = candidates_from_scores(keywords, self.facts, ranking, k, mask)
+            dense = search.top(query_vector, max(k, ranking.depth), mask)
+            name = LIST_OF[tier]
+            found.ranked[name] = dense.ids.tolist()
+            found.scores[name] = np.asarray(dense.scores, dtype=np.float64)
+            if ranking.score_share and dense.whole_range is not None:
+                found.ranges[name] = dense.whole_range
+            return rank(query, found, self.facts.scoped(mask), ranking, k, self.vectors[tier])
+
+
+def graph_prefix(tier: Tier) -> str:
+    """The names under which the store keeps a tier's vector graph (``ann_vectors_graph``, ...)."""
+    return f"ann_{ARRAYS[tier]}"
+
+
+__all__ = ["LIST_OF", "LoadedIndex", "graph_prefix", "one_blas_thread"]

@@ -198,6 +198,7 @@ class VectorSearch:
         self._delta = np.empty(0, dtype=np.int64) if delta is None else np.asarray(delta, dtype=np.int64)
         self._read = len(vectors) if covered is None else int(np.count_nonzero(covered))
         self._source: Path | None = None  # the file a mapped graph was opened from
+        self._graph_array: np.ndarray | None = None  # the stored graph bytes a graph was opened from
         self._rows_map = _mapping(vectors) if graph is not None else None
         if self._rows_map is not None and hasattr(mmap, "MADV_RANDOM"):
             # Rescoring reads ~200 scattered rows: no read-ahead around them on a cold page cache.
@@ -265,6 +266,7 @@ class VectorSearch:
             return VectorSearch.build(vectors, covered, params=self.params, exact_below=exact_below, threads=threads)
         search = VectorSearch(vectors, covered, self._graph, rows, delta, self.params)
         search._source = self._source
+        search._graph_array = self._graph_array
         return search
 
     @staticmethod
@@ -300,6 +302,50 @@ class VectorSearch:
         np.save(rows_path, self._rows, allow_pickle=False)
         np.save(delta_path, self._delta, allow_pickle=False)
         return [graph_path, rows_path, delta_path]
+
+    def to_arrays(self, prefix: str) -> dict[str, np.ndarray]:
+        """The graph as arrays for the index store (``<prefix>_graph``: usearch's bytes; ``_rows``, ``_delta``);
+        none for an exact search. A refreshed graph is the stored one, unchanged."""
+        if self._graph is None or self._rows is None:
+            return {}
+        graph = self._graph_array
+        if graph is None:
+            saved = self._graph.save()
+            assert saved is not None  # saving to no path gives the bytes
+            graph = np.frombuffer(saved, np.uint8)
+        return {f"{prefix}_graph": graph, f"{prefix}_rows": np.asarray(self._rows, dtype=np.int64),
+                f"{prefix}_delta": np.asarray(self._delta, dtype=np.int64)}
+
+    @classmethod
+    def from_arrays(cls, arrays: Mapping[str, np.ndarray], prefix: str, vectors: np.ndarray,
+                    covered: np.ndarray | None = None, *, params: GraphParams = GraphParams()) -> VectorSearch:
+        """The search over ``vectors`` with the graph the store holds under ``prefix`` (viewed in place, memory-mapped
+        when the arrays are); exact when there is none.
+
+        Raises:
+            IndexCorruptError: the graph does not fit ``vectors``.
+        """
+        graph_array = arrays.get(f"{prefix}_graph")
+        if graph_array is None:
+            return cls(vectors, covered, params=params)
+        rows, delta = arrays.get(f"{prefix}_rows"), arrays.get(f"{prefix}_delta")
+        for name, array in ((f"{prefix}_rows", rows), (f"{prefix}_delta", delta)):
+            if (array is None or array.dtype != np.int64 or array.ndim != 1
+                    or (len(array) and int(array.max()) >= len(vectors))):
+                raise IndexCorruptError(f"the stored {name} do not fit the stored vectors; re-run `codesearch index`")
+        assert rows is not None
+        try:
+            graph = _usearch().Index.restore(memoryview(graph_array), view=True,  # type: ignore[arg-type]
+                                             expansion_search=params.expansion_search, enable_key_lookups=False)
+        except (RuntimeError, ValueError) as exc:
+            raise IndexCorruptError(f"the stored vector graph {prefix} cannot be read ({exc}); "
+                                    "re-run `codesearch index`") from exc
+        if graph is None or graph.ndim != vectors.shape[1] or len(graph) != len(rows):
+            raise IndexCorruptError(f"the stored vector graph {prefix} does not fit the stored vectors; "
+                                    "re-run `codesearch index`")
+        search = cls(vectors, covered, graph, rows, delta, params)
+        search._graph_array = graph_array
+        return search
 
     @classmethod
     def open(cls, folder: str | os.PathLike[str] | None, vectors: np.ndarray, covered: np.ndarray | None = None,
