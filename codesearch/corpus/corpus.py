@@ -21,7 +21,7 @@ import pyarrow as pa
 
 from codesearch.chunking import ChunkParams
 from codesearch.corpus.build import RepoResult, WorkerSpec, run_pipeline
-from codesearch.corpus.cluster import ray_session
+from codesearch.corpus.cluster import preflight, ray_session
 from codesearch.corpus.schema import (
     CHUNKS,
     FILE_SCHEMA,
@@ -255,6 +255,8 @@ class Corpus:
         started = time.perf_counter()
         if tier not in CORPUS_TIERS:
             raise ValueError(f"unknown tier {tier!r}; a corpus has {' or '.join(CORPUS_TIERS)}")
+        if ray_address is not None:
+            preflight(ray_address)  # before any model is loaded or byte written
         self.store.check_creatable()
         manifest = self.store.manifest() if self.store.exists() else None
         if manifest is not None:
@@ -275,8 +277,7 @@ class Corpus:
             report.actors = actors or cpus
             with self.store.writer() as writer:
                 spec = WorkerSpec(
-                    model=self.model if hasattr(self.model, "embed_query") or isinstance(self.model, ModelSpec)
-                    else self.model, static=self._static if not _distilled(self._static) else None, int8=self.int8,
+                    model=self.model, static=self._static if not _distilled(self._static) else None, int8=self.int8,
                     tier=tier, chunking="definitions", chunk_params=ChunkParams.for_chunking("definitions"),
                     max_file_bytes=MAX_FILE_BYTES, static_dim=static.dim, full_dim=full_dim,
                     model_fp=_model_fp(manifest), store_uri=self.store.uri,

@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -66,7 +67,7 @@ def sql_string(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
-def sql_in(column: str, values: list[str] | list[int]) -> str:
+def sql_in(column: str, values: Sequence[str] | Sequence[int]) -> str:
     """``column IN (...)`` for a Lance filter (``false`` when there are no values)."""
     if not values:
         return "false"

@@ -302,7 +302,7 @@ class CorpusSource:
             lists[name] = self._vector(tier, query_vector, where, depth, columns)
             if restricted and ranking.score_share:
                 whole[name] = self._vector(tier, query_vector, None, depth,
-                                           ["chunk_id", "repo", "path", "ordinal", vector_column])
+                                           ["chunk_id", "repo", "path", "ordinal", COLUMN_OF[tier]])
         definitions = self._definitions(query, where, columns) if ranking.definitions else []
         rows: dict[int, dict[str, Any]] = {}
         for found in lists.values():

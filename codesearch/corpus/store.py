@@ -261,6 +261,7 @@ class Writer:
             before = ds.count_rows()
             ds.delete(delete_where)
             ds = self.store.latest(name)
+            assert ds is not None
             deleted = before - ds.count_rows()
         else:
             return
@@ -268,7 +269,7 @@ class Writer:
         self.versions[name] = ds.version
         self.rows_written[name] += rows.num_rows
         self.rows_deleted[name] += deleted
-        checkpoint(name.split(".")[0])
+        checkpoint(name.split(".", maxsplit=1)[0])
 
     def optimize(self, has_full: bool) -> float:
         """Compact the chunks' fragments, create the indexes a query needs and fold new rows into them.
@@ -287,7 +288,7 @@ class Writer:
         created = False
         for column, kind in (("repo", "BITMAP"), ("chunk_id", "BTREE"), ("def_names", "LABEL_LIST")):
             if column not in have:
-                ds.create_scalar_index(column, kind)
+                ds.create_scalar_index(column, kind)  # type: ignore[arg-type]
                 created = True
         if "keyword_text" not in have:
             ds.create_scalar_index("keyword_text", "INVERTED", **FTS_OPTIONS)
