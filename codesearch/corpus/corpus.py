@@ -357,7 +357,7 @@ class Corpus:
     def search(self, query: str, k: int = 10, repos: str | Iterable[str] | None = None, mode: Mode = "hybrid", *,
                scope: str | None = None, include: str | Iterable[str] = (), exclude: str | Iterable[str] = (),
                kinds: str | Iterable[str] | None = None, exclude_kinds: str | Iterable[str] = (),
-               exact: bool = False) -> list[Hit]:
+               tier: Tier | None = None, exact: bool = False) -> list[Hit]:
         """The ``k`` chunks of the corpus that best answer ``query``, each hit with its ``repo``.
 
         Args:
@@ -367,6 +367,8 @@ class Corpus:
             mode: ``bm25``, ``dense`` or ``hybrid``.
             scope, include, exclude, kinds, exclude_kinds: as :meth:`codesearch.CodeSearch.search`, applied in
                 every repository searched, before the cut.
+            tier: ``static`` answers from the static tier even where the transformer's vectors are there;
+                ``None`` uses the transformer's where every repository searched has them.
             exact: across repositories, score vectors exactly instead of through the vector index.
 
         A search of one repository ranks exactly as a single index of it would
@@ -392,13 +394,17 @@ class Corpus:
         manifest = self.store.manifest()
         names = self._names(manifest, repos)
         version = manifest.versions[CHUNKS]
+        if tier not in (None, *CORPUS_TIERS):
+            raise ValueError(f"unknown tier {tier!r}; a corpus has {' or '.join(CORPUS_TIERS)}")
         if len(names) == 1:
-            return self._search_one(manifest, names[0], version, query, k, mode, where)
-        tier = None
-        if mode != "bm25":
+            return self._search_one(manifest, names[0], version, query, k, mode, where, tier)
+        if mode == "bm25":
+            tier = None
+        elif tier is None:
             full = manifest.full is not None and all(manifest.repos[n].tier == FULL for n in names) and \
                 where.allows_kind("source") | where.allows_kind("doc") | where.allows_kind("config")
             tier = FULL if full else STATIC
+        if tier is not None:
             self._check_model(manifest, [tier])
         vector = self._query_vector(tier, query) if tier is not None else None
         chunks = self.store.open(CHUNKS, version)
@@ -448,13 +454,14 @@ class Corpus:
         return view
 
     def _search_one(self, manifest: CorpusManifest, repo: str, version: int, query: str, k: int, mode: Mode,
-                    where: Scope) -> list[Hit]:
+                    where: Scope, tier: Tier | None) -> list[Hit]:
         view = self.view(repo, version)
         mask = view.scope_mask(where)
-        tier: Tier | None = None
         vector = None
-        if mode != "bm25":
-            tier = view.tier_for(mask)
+        if mode == "bm25":
+            tier = None
+        else:
+            tier = STATIC if tier == STATIC else view.tier_for(mask)
             self._check_model(manifest, [tier])
             vector = self._query_vector(tier, query)
         ranked = view.rank(query, mode, tier, vector, self.ranking, k, mask)
