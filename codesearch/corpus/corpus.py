@@ -62,7 +62,8 @@ class CorpusReport:
         inserted: chunk rows written; ``deleted``: chunk rows removed.
         embedded_static, embedded_full: chunk texts each tier's model embedded (the rest kept their vectors).
         file_rows: rows written to the files table.
-        seconds: wall time; ``optimize_s``: of it, compaction and indexes.
+        seconds: wall time; ``pipeline_s``: of it, the actors' run (their start included) and the merges;
+            ``optimize_s``: compaction and indexes.
         actors: the actor pool's size; ``workers``: per actor process, its peak memory (MB) and repositories.
         driver_peak_rss_mb: this process's peak memory.
         tier: the tier the repositories now have.
@@ -78,6 +79,7 @@ class CorpusReport:
     embedded_full: int = 0
     file_rows: int = 0
     seconds: float = 0.0
+    pipeline_s: float = 0.0
     optimize_s: float = 0.0
     actors: int = 0
     tier: str = STATIC
@@ -227,8 +229,8 @@ class Corpus:
         only chunk texts without vectors are embedded, and only changed rows are written.
 
         Args:
-            paths: repositories of the corpus (``PATH`` or ``NAME=PATH``); ``None`` refreshes every one from the
-                folder it was built from.
+            paths: repositories of the corpus (``PATH``, ``NAME=PATH``, or a ``NAME`` of the corpus, refreshed
+                from the folder it was built from); ``None`` refreshes every one.
             tier: ``full`` adds the transformer's vectors to rows without them; default: each repository's tier.
             ray_address, actors: as for :meth:`build`.
 
@@ -241,7 +243,11 @@ class Corpus:
         if paths is None:
             items = [(name, facts.root) for name, facts in sorted(manifest.repos.items())]
         else:
-            items = parse_paths(paths)
+            given = [os.fspath(p) for p in paths]
+            # A repository of the corpus may be named alone: it is refreshed from the folder it was built from.
+            items = [(p, manifest.repos[p].root) for p in given if p in manifest.repos and not Path(p).is_dir()]
+            items += parse_paths([p for p in given if not (p in manifest.repos and not Path(p).is_dir())]) \
+                if len(items) < len(given) else []
             unknown = [name for name, _ in items if name not in manifest.repos]
             if unknown:
                 raise RepositoryNotInCorpusError(f"{unknown[0]!r} is not in the corpus at {self.store.uri} "
@@ -283,7 +289,9 @@ class Corpus:
                     model_fp=_model_fp(manifest), store_uri=self.store.uri,
                     storage_options=self.store.storage_options, versions=dict(writer.versions),
                     exclude_dirs=() if self.store.remote else (self.store.uri,))
+                began = time.perf_counter()
                 self._stream(ray, items, spec, report, writer, manifest)
+                report.pipeline_s = round(time.perf_counter() - began, 3)
                 report.optimize_s = round(writer.optimize(has_full=manifest.full is not None), 3)
                 self._record(writer, manifest, items, tier)
                 manifest.versions = dict(writer.versions)
