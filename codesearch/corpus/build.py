@@ -132,7 +132,7 @@ class RepoWorker:
 
     def repository(self, repo: str, root: str) -> Iterator[pa.Table]:
         """The rows to insert for ``repo``, in blocks, then its ``done`` row."""
-        started = time.perf_counter()
+        started, cpu_before = time.perf_counter(), cpu_seconds()
         spec = self.spec
         in_repo = f"repo = {sql_string(repo)}"
         known = self._read(FILES, ["path", "sha256"], in_repo)
@@ -183,8 +183,8 @@ class RepoWorker:
             "repo": repo, "root": root, "files": files, "removed_files": removed, "delete_ids": delete_ids,
             "inserted": counts["inserted"], "embedded_static": counts["static"], "embedded_full": counts["full"],
             "reused": counts["reused"], "cut_files": len(changed), "files_seen": listing.files_seen,
-            "seconds": round(time.perf_counter() - started, 3), "pid": os.getpid(),
-            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+            "seconds": round(time.perf_counter() - started, 3), "pid": os.getpid(), "peak_rss_mb": peak_rss_mb(),
+            "cpu_s": round(cpu_seconds() - cpu_before, 3), "process_cpu_s": round(cpu_seconds(), 3),
         }
         done = dict.fromkeys(self.schema.names)
         done.update(repo=repo, record="done", payload=json.dumps(payload))
@@ -259,6 +259,24 @@ class RepoWorker:
         return [np.asarray(found[k], dtype=np.float32) for k in keys]
 
 
+def peak_rss_mb() -> float:
+    """This process's peak resident memory in MB (VmHWM: ``ru_maxrss`` would count the parent's at ``exec``)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("VmHWM:"):
+                    return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        pass
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+def cpu_seconds() -> float:
+    """CPU seconds (user + system) this process has used."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 @dataclass
 class RepoResult:
     """One repository's outcome, from its ``done`` row."""
@@ -309,4 +327,5 @@ def _resources(ray: Any) -> tuple[int, int]:
     return int(resources.get("CPU", 1)), int(resources.get("GPU", 0))
 
 
-__all__ = ["BLOCK_ROWS", "UNREAD_KINDS", "RepoResult", "RepoWorker", "WorkerSpec", "run_pipeline"]
+__all__ = ["BLOCK_ROWS", "UNREAD_KINDS", "RepoResult", "RepoWorker", "WorkerSpec", "cpu_seconds", "peak_rss_mb",
+           "run_pipeline"]

@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 
 from codesearch.chunking import ChunkParams
-from codesearch.corpus.build import RepoResult, WorkerSpec, run_pipeline
+from codesearch.corpus.build import RepoResult, WorkerSpec, cpu_seconds, peak_rss_mb, run_pipeline
 from codesearch.corpus.cluster import preflight, ray_session
 from codesearch.corpus.schema import (
     CHUNKS,
@@ -64,8 +64,9 @@ class CorpusReport:
         file_rows: rows written to the files table.
         seconds: wall time; ``pipeline_s``: of it, the actors' run (their start included) and the merges;
             ``optimize_s``: compaction and indexes.
-        actors: the actor pool's size; ``workers``: per actor process, its peak memory (MB) and repositories.
-        driver_peak_rss_mb: this process's peak memory.
+        actors: the actor pool's size; ``workers``: per actor process, its repositories, chunks written, peak
+            memory (MB) and CPU seconds spent on its repositories (``cpu_s``).
+        driver_peak_rss_mb: this process's peak memory; ``driver_cpu_s``: its CPU seconds in this call.
         tier: the tier the repositories now have.
     """
 
@@ -84,6 +85,7 @@ class CorpusReport:
     actors: int = 0
     tier: str = STATIC
     driver_peak_rss_mb: float = 0.0
+    driver_cpu_s: float = 0.0
     workers: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
@@ -114,12 +116,6 @@ def parse_paths(paths: Iterable[str | os.PathLike[str]]) -> list[tuple[str, str]
     if twice:
         raise ValueError(f"two repositories named {twice[0]!r}; name them apart as NAME=PATH")
     return out
-
-
-def _peak_rss_mb() -> float:
-    import resource
-
-    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
 
 
 class Corpus:
@@ -258,7 +254,7 @@ class Corpus:
 
     def _run(self, items: list[tuple[str, str]], ray_address: str | None, tier: Tier, actors: int | None,
              new_allowed: bool) -> CorpusReport:
-        started = time.perf_counter()
+        started, cpu_before = time.perf_counter(), cpu_seconds()
         if tier not in CORPUS_TIERS:
             raise ValueError(f"unknown tier {tier!r}; a corpus has {' or '.join(CORPUS_TIERS)}")
         if ray_address is not None:
@@ -300,7 +296,8 @@ class Corpus:
         report.files = sum(manifest.repos[name].files for name, _ in items)
         report.chunks = sum(manifest.repos[name].chunks for name, _ in items)
         report.seconds = round(time.perf_counter() - started, 3)
-        report.driver_peak_rss_mb = _peak_rss_mb()
+        report.driver_peak_rss_mb = peak_rss_mb()
+        report.driver_cpu_s = round(cpu_seconds() - cpu_before, 3)
         self.last_report = report
         self._views.clear()
         return report
@@ -324,8 +321,12 @@ class Corpus:
                 report.embedded_static += payload["embedded_static"]
                 report.embedded_full += payload["embedded_full"]
                 report.changed_files += payload["cut_files"]
-                worker = report.workers.setdefault(str(payload["pid"]), {"repos": 0, "peak_rss_mb": 0.0})
+                worker = report.workers.setdefault(str(payload["pid"]), {"repos": 0, "chunks": 0, "cpu_s": 0.0,
+                                                                         "peak_rss_mb": 0.0})
                 worker["repos"] += 1
+                worker["chunks"] += payload["inserted"]
+                worker["cpu_s"] = round(worker["cpu_s"] + payload["cpu_s"], 3)
+                worker["process_cpu_s"] = payload["process_cpu_s"]  # model loading included
                 worker["peak_rss_mb"] = max(worker["peak_rss_mb"], payload["peak_rss_mb"])
                 bar.update(1)
                 bar.set_postfix(chunks=report.inserted)
