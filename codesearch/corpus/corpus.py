@@ -421,9 +421,7 @@ class Corpus:
         scoped = None if repos is None else names
         source = CorpusSource(chunks, self._file_set(manifest, scoped), scoped, exact=exact)
         found = source.rank(query, mode, tier, vector, self.ranking, k, where)
-        ids = [found.rows[i]["chunk_id"] for i, _ in found.ranked]
-        texts = self._texts(chunks, ids)
-        return [_hit(found.rows[i], score, texts.get(found.rows[i]["chunk_id"], "")) for i, score in found.ranked]
+        return [_hit(found.rows[i], score, found.rows[i]["text"]) for i, score in found.ranked]
 
     def _names(self, manifest: CorpusManifest, repos: str | Iterable[str] | None) -> list[str]:
         if repos is None:

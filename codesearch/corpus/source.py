@@ -24,6 +24,7 @@ neither ranks anything itself.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -44,7 +45,7 @@ if TYPE_CHECKING:
 
 LIST_OF: dict[str, str] = {FULL: "dense", STATIC: "static"}
 COLUMN_OF: dict[str, str] = {FULL: "vector", STATIC: "static_vector"}
-ROW_COLUMNS = ["chunk_id", "repo", "path", "start_line", "end_line", "ordinal", "kind", "symbols"]
+ROW_COLUMNS = ["chunk_id", "repo", "path", "start_line", "end_line", "ordinal", "kind", "symbols", "text"]
 MINIMUM_NPROBES = 20
 """IVF partitions searched at least (never ``nprobes``, which also caps them and loses rows under a prefilter)."""
 REFINE_FACTOR = 2
@@ -290,20 +291,27 @@ class CorpusSource:
         depth = max(k, ranking.depth)
         vector_column = COLUMN_OF[tier] if tier is not None else None
         columns = ROW_COLUMNS + ([vector_column] if vector_column else [])
-        lists: dict[str, list[tuple[dict[str, Any], float]]] = {}
-        whole: dict[str, list[tuple[dict[str, Any], float]]] = {}
         restricted = not where.is_unrestricted
-        if mode != "dense":
-            lists["bm25"] = self._keyword(query, where, depth, ranking, columns)
-            if restricted and ranking.score_share:
-                whole["bm25"] = self._keyword(query, None, depth, ranking, ["chunk_id", "repo", "path", "ordinal"])
-        if mode != "bm25" and tier is not None and query_vector is not None:
-            name = LIST_OF[tier]
-            lists[name] = self._vector(tier, query_vector, where, depth, columns)
-            if restricted and ranking.score_share:
-                whole[name] = self._vector(tier, query_vector, None, depth,
-                                           ["chunk_id", "repo", "path", "ordinal", COLUMN_OF[tier]])
-        definitions = self._definitions(query, where, columns) if ranking.definitions else []
+        # The lists' reads are independent and Lance releases the GIL: they run side by side.
+        jobs: dict[tuple[str, str], Any] = {}
+        with ThreadPoolExecutor(4, thread_name_prefix="codesearch-corpus") as pool:
+            if mode != "dense":
+                jobs["lists", "bm25"] = pool.submit(self._keyword, query, where, depth, ranking, columns)
+                if restricted and ranking.score_share:
+                    jobs["whole", "bm25"] = pool.submit(self._keyword, query, None, depth, ranking,
+                                                        ["chunk_id", "repo", "path", "ordinal"])
+            if mode != "bm25" and tier is not None and query_vector is not None:
+                name = LIST_OF[tier]
+                jobs["lists", name] = pool.submit(self._vector, tier, query_vector, where, depth, columns)
+                if restricted and ranking.score_share:
+                    jobs["whole", name] = pool.submit(self._vector, tier, query_vector, None, depth,
+                                                      ["chunk_id", "repo", "path", "ordinal", COLUMN_OF[tier]])
+            if ranking.definitions:
+                jobs["definitions", ""] = pool.submit(self._definitions, query, where, columns)
+            done = {key: job.result() for key, job in jobs.items()}
+        lists: dict[str, list[tuple[dict[str, Any], float]]] = {n: v for (kind, n), v in done.items() if kind == "lists"}
+        whole: dict[str, list[tuple[dict[str, Any], float]]] = {n: v for (kind, n), v in done.items() if kind == "whole"}
+        definitions: list[dict[str, Any]] = done.get(("definitions", ""), [])
         rows: dict[int, dict[str, Any]] = {}
         for found in lists.values():
             for row, _ in found:
