@@ -133,7 +133,7 @@ def with_projection(report: dict[str, Any]) -> dict[str, Any]:
            "driver_peak_mb": report["driver_peak_rss_mb"], "worker_peak_mb": sorted(w["peak_rss_mb"] for w in workers)}
     if workers and all("cpu_s" in w for w in workers):
         busiest = max(w["cpu_s"] for w in workers)
-        total = sum(w["cpu_s"] for w in workers) + report.get("driver_cpu_s", 0.0)
+        total = sum(w["cpu_s"] for w in workers) + report.get("driver_pipeline_cpu_s", report.get("driver_cpu_s", 0.0))
         cores = max(report["actors"], 1)
         out["actor_cpu_s"] = sorted(w["cpu_s"] for w in workers)
         out["per_actor_chunks_per_cpu_s"] = round(report["inserted"] / max(sum(w["cpu_s"] for w in workers), 1e-9), 1)
@@ -207,7 +207,7 @@ def keyword_parity(corpus: Corpus, queries: Sequence[str]) -> dict[str, Any]:
 
 def ann_recall(corpus: Corpus, column: str, queries: np.ndarray) -> dict[str, Any]:
     """recall@100 of the vector index (as the search queries it) against exact search over the same rows."""
-    from codesearch.corpus.source import MINIMUM_NPROBES, REFINE_FACTOR
+    from codesearch.corpus.source import MAXIMUM_NPROBES, MINIMUM_NPROBES, REFINE_FACTOR
 
     ds = corpus.store.open(CHUNKS, corpus.store.manifest().versions[CHUNKS])
     where = "read = true" if column == "vector" else None
@@ -228,7 +228,7 @@ def ann_recall(corpus: Corpus, column: str, queries: np.ndarray) -> dict[str, An
     indexed = any(column in str(index) for index in ds.describe_indices()) if hasattr(ds, "describe_indices") else None
     for q, vector in enumerate(queries):
         nearest = {"column": column, "q": vector, "k": DEPTH, "metric": "dot", "minimum_nprobes": MINIMUM_NPROBES,
-                   "refine_factor": REFINE_FACTOR}
+                   "maximum_nprobes": MAXIMUM_NPROBES, "refine_factor": REFINE_FACTOR}
         found, ms = timed(lambda nearest=nearest: ds.to_table(nearest=nearest, columns=["chunk_id"], filter=where,
                                                               prefilter=True, disable_scoring_autoprojection=True))
         times.append(ms)
@@ -358,6 +358,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="indexes of an earlier peer run (NAME-int8, NAME-static) to copy instead of embedding again")
     parser.add_argument("--sizes", default="10k,100k,1m")
     parser.add_argument("--latency-queries", type=int, default=100)
+    parser.add_argument("--measure-only", action="store_true",
+                        help="only query latency and ANN recall again, on the stores an earlier run left in --work")
     parser.add_argument("--builds-only", action="store_true",
                         help="only the 10k builds (1 and 2 actors, both tiers); the rest of an earlier --json is kept")
     parser.add_argument("--json", dest="json_out", type=Path)
@@ -365,12 +367,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     sizes = [s.strip().lower() for s in args.sizes.split(",") if s.strip()]
     args.work.mkdir(parents=True, exist_ok=True)
     out: dict[str, Any] = {"sizes": {}, "notes": []}
-    if args.builds_only and args.json_out and args.json_out.exists():
+    if (args.builds_only or args.measure_only) and args.json_out and args.json_out.exists():
         out = json.loads(args.json_out.read_text())
 
     def save() -> None:
         if args.json_out:
             args.json_out.write_text(json.dumps(out, indent=1))
+
+    if args.measure_only:
+        remeasure(args, out, save)
+        print_tables(out)
+        return 0
 
     try:
         repos = load_repos(args.semble_benchmarks)
@@ -462,6 +469,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     print_tables(out)
     save()
     return 0
+
+
+def remeasure(args: argparse.Namespace, out: dict[str, Any], save: Callable[[], None]) -> None:
+    """Latency and ANN recall again on the stores of an earlier run (after a change to the search path)."""
+    repos = load_repos(args.semble_benchmarks)
+    tasks = [(r.name, t.query) for r in repos for t in r.tasks]
+    sample = random.Random(1).sample(tasks, min(args.latency_queries, len(tasks)))
+    for size, folder, suffix, full in (("10k", "full10k", "", True), ("100k", "static100k", "-r0", False),
+                                       ("1m", "replicated1m", "-x0", True)):
+        if size not in out["sizes"] or not (args.work / folder).exists():
+            continue
+        corpus = Corpus(args.work / folder)
+        static_q = np.stack([corpus.static_embedder.embed_query(q) for _, q in sample]).astype(np.float32)
+        ann = [ann_recall(corpus, "static_vector", static_q[:50])]
+        if full:
+            full_q = np.stack([corpus.embedder.embed_query(q) for _, q in sample]).astype(np.float32)
+            ann.append(ann_recall(corpus, "vector", full_q[:50]))
+        out["sizes"][size]["ann"] = ann
+        out["sizes"][size]["latency"] = latency(corpus, [(f"{r}{suffix}", q) for r, q in sample], full=full)
+        print(f"{size}: {json.dumps(out['sizes'][size]['latency'])}", file=sys.stderr)
+        save()
 
 
 def print_tables(out: dict[str, Any]) -> None:

@@ -306,8 +306,9 @@ def run_pipeline(ray: Any, items: Sequence[dict[str, str]], spec: WorkerSpec, ac
     for block in ds.iter_batches(batch_size=None, batch_format="pyarrow", prefetch_batches=1):
         import pyarrow.compute as pc
 
-        for repo in pc.unique(block["repo"]).to_pylist():
-            rows = block.filter(pc.equal(block["repo"], repo))
+        names = pc.unique(block["repo"]).to_pylist()
+        for repo in names:
+            rows = block if len(names) == 1 else block.filter(pc.equal(block["repo"], repo))
             chunks = rows.filter(pc.equal(rows["record"], "chunk"))
             if chunks.num_rows:
                 pending.setdefault(repo, []).append(chunks)

@@ -43,7 +43,7 @@ from codesearch.ranking import Ranking, resolve_ranking
 from codesearch.scope import Scope, as_strings
 from codesearch.types import FULL, MODES, STATIC, Hit, Mode, TextEmbedder, Tier
 
-FLUSH_ROWS = 50_000
+FLUSH_ROWS = 20_000
 """Rows of finished repositories the driver gathers before one merge into the chunks table (bounds its memory
 and the merge's: Lance's merge_insert holds its source in a hash join)."""
 VIEW_CACHE_BYTES = 512 * 1024**2
@@ -66,7 +66,8 @@ class CorpusReport:
             ``optimize_s``: compaction and indexes.
         actors: the actor pool's size; ``workers``: per actor process, its repositories, chunks written, peak
             memory (MB) and CPU seconds spent on its repositories (``cpu_s``).
-        driver_peak_rss_mb: this process's peak memory; ``driver_cpu_s``: its CPU seconds in this call.
+        driver_peak_rss_mb: this process's peak memory; ``driver_cpu_s``: its CPU seconds in this call
+            (Lance's index builds included), ``driver_pipeline_cpu_s``: of them, while the actors ran.
         tier: the tier the repositories now have.
     """
 
@@ -86,6 +87,7 @@ class CorpusReport:
     tier: str = STATIC
     driver_peak_rss_mb: float = 0.0
     driver_cpu_s: float = 0.0
+    driver_pipeline_cpu_s: float = 0.0
     workers: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
@@ -260,7 +262,7 @@ class Corpus:
         if ray_address is not None:
             preflight(ray_address)  # before any model is loaded or byte written
         self.store.check_creatable()
-        manifest = self.store.manifest() if self.store.exists() else None
+        manifest = self.store.manifest(fresh=True) if self.store.exists() else None
         if manifest is not None:
             self._check_model(manifest, [STATIC, FULL] if tier == FULL else [STATIC])
         static = self.static_embedder
@@ -285,9 +287,10 @@ class Corpus:
                     model_fp=_model_fp(manifest), store_uri=self.store.uri,
                     storage_options=self.store.storage_options, versions=dict(writer.versions),
                     exclude_dirs=() if self.store.remote else (self.store.uri,))
-                began = time.perf_counter()
+                began, cpu_began = time.perf_counter(), cpu_seconds()
                 self._stream(ray, items, spec, report, writer, manifest)
                 report.pipeline_s = round(time.perf_counter() - began, 3)
+                report.driver_pipeline_cpu_s = round(cpu_seconds() - cpu_began, 3)
                 report.optimize_s = round(writer.optimize(has_full=manifest.full is not None), 3)
                 self._record(writer, manifest, items, tier)
                 manifest.versions = dict(writer.versions)

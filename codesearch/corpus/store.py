@@ -60,6 +60,8 @@ class CorpusStore:
         self.remote = "://" in text and not text.startswith("file://")
         self.uri = text.rstrip("/") if self.remote else str(Path(text.removeprefix("file://")).expanduser().absolute())
         self.storage_options = storage_options or {}
+        self._opened: dict[tuple[str, int], lance.LanceDataset] = {}
+        self._manifest: tuple[tuple[int, int, int], CorpusManifest] | None = None
         if self.remote:
             from pyarrow import fs
 
@@ -119,20 +121,37 @@ class CorpusStore:
             raise CorpusNotFoundError(f"{self.uri} is not a codesearch corpus (it holds other files and no "
                                       f"{MANIFEST_FILE}); give a new or empty folder")
 
-    def manifest(self) -> CorpusManifest:
-        """The corpus's manifest.
+    def manifest(self, fresh: bool = False) -> CorpusManifest:
+        """The corpus's manifest: read again only when the file changed (a local store), shared between calls, so
+        not to be changed; ``fresh`` reads a copy the caller may change.
 
         Raises:
             CorpusNotFoundError: there is no corpus at the URI, or the file there is not a corpus manifest.
         """
+        stamp = None if fresh else self._stamp()
+        if stamp is not None and self._manifest is not None and self._manifest[0] == stamp:
+            return self._manifest[1]
         text = self._read_text(MANIFEST_FILE)
         if text is None:
             raise CorpusNotFoundError(f"{self.uri} is not a codesearch corpus (no {MANIFEST_FILE}); "
                                       f"build one with `codesearch corpus build {self.uri} PATH...`")
         try:
-            return CorpusManifest.from_json(text)
+            manifest = CorpusManifest.from_json(text)
         except (ValueError, KeyError, TypeError) as exc:
             raise CorpusNotFoundError(f"{self.uri} is not a codesearch corpus this version reads ({exc})") from None
+        if stamp is not None:
+            self._manifest = (stamp, manifest)
+        return manifest
+
+    def _stamp(self) -> tuple[int, int, int] | None:
+        """The local manifest file's identity and time (a search re-reads it only when it changed); None in a bucket."""
+        if self._fs is not None:
+            return None
+        try:
+            info = os.stat(Path(self._root) / MANIFEST_FILE)
+        except OSError:
+            return None
+        return (info.st_ino, info.st_mtime_ns, info.st_size)
 
     def write_manifest(self, manifest: CorpusManifest) -> None:
         """Make ``manifest`` the corpus (the commit point of a build or refresh)."""
@@ -143,12 +162,24 @@ class CorpusStore:
     # -- datasets ----------------------------------------------------------------------
 
     def open(self, name: str, version: int | None) -> lance.LanceDataset | None:
-        """Dataset ``name`` at ``version`` (``None``: there is none yet)."""
+        """Dataset ``name`` at ``version`` (``None``: there is none yet), opened once per version.
+
+        A version never changes, and the handle keeps Lance's caches (index
+        partitions, metadata) warm: opened anew per query, the 1M-row corpus's
+        vector index was read again every time.
+        """
         import lance
 
         if version is None:
             return None
-        return lance.dataset(self.table_uri(name), version=version, storage_options=self.storage_options or None)
+        key = (name, version)
+        found = self._opened.get(key)
+        if found is None:
+            if len(self._opened) >= 8:
+                self._opened.clear()
+            found = self._opened[key] = lance.dataset(self.table_uri(name), version=version,
+                                                      storage_options=self.storage_options or None)
+        return found
 
     def latest(self, name: str) -> lance.LanceDataset | None:
         """Dataset ``name`` at its newest version, or ``None`` when it does not exist."""
@@ -178,7 +209,7 @@ class CorpusStore:
                 raise IndexLockedError(f"another process is writing the corpus at {self.uri}; "
                                        "wait for it, or remove .writer.lock if none is running") from None
         try:
-            pinned = self.manifest().versions if self.exists() else {}
+            pinned = self.manifest(fresh=True).versions if self.exists() else {}
             current = {}
             for name in (CHUNKS, FILES):
                 self._roll_back(name, pinned.get(name))
