@@ -96,13 +96,14 @@ def corpus(store: Path) -> Corpus:
 @pytest.fixture(scope="session")
 def ray_cluster():  # type: ignore[no-untyped-def]
     """One local Ray for the session; the actors import the stand-ins from this folder."""
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     ray = pytest.importorskip("ray")
     path = os.pathsep.join([str(ROOT), str(TESTS), os.environ.get("PYTHONPATH", "")])
     env = {"PYTHONPATH": path}
     if os.environ.get("CODESEARCH_CACHE_DIR"):
         env["CODESEARCH_CACHE_DIR"] = os.environ["CODESEARCH_CACHE_DIR"]
     ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR", log_to_driver=False,
-             runtime_env={"env_vars": env})
+             object_store_memory=256 * 1024**2, runtime_env={"env_vars": env})
     yield ray
     ray.shutdown()
 
@@ -189,6 +190,8 @@ def test_a_repository_scoped_search_ranks_as_a_single_index(built: tuple[Corpus,
 def test_refresh_embeds_only_changed_chunks_and_drops_deleted_files(built: tuple[Corpus, dict[str, Path]]) -> None:
     c, repos = built
     before = c.status()
+    unchanged = c.refresh(["gochi"])  # a repository of the corpus, by name: refreshed from its folder
+    assert (unchanged.repos, unchanged.inserted) == (1, 0)
     unchanged = c.refresh()
     assert (unchanged.inserted, unchanged.deleted, unchanged.embedded_static, unchanged.changed_files) == (0, 0, 0, 0)
     py = repos["pyreq"]
