@@ -233,6 +233,24 @@ def test_refresh_with_the_transformer_tier_keeps_both_tiers(ray_cluster, repos: 
         assert [(h.location, h.score) for h in c.search(query, k=10, repos="gochi")] == expected, query
 
 
+def test_a_static_corpus_upgrades_to_the_transformer_tier(ray_cluster, repos: dict[str, Path],  # type: ignore[no-untyped-def]
+                                                         tmp_path: Path) -> None:
+    """The transformer tier added later (refresh with tier='full') ranks as a corpus built with it at once."""
+    c = corpus(tmp_path / "store")
+    c.build([str(p) for p in repos.values()])
+    assert c.status()["tier"] == "static"
+    report = c.refresh(tier="full")
+    assert report.inserted == report.deleted == report.embedded_static == 0 and report.updated > 0
+    assert report.embedded_full == report.updated  # every chunk the transformer reads, none of the test files
+    assert c.status()["tier"] == "full" and len(table_ids(c)) == len(set(table_ids(c)))
+    at_once = corpus(tmp_path / "at-once")
+    at_once.build([str(p) for p in repos.values()], tier="full")
+    for query in QUERIES:
+        for repo in repos:
+            assert [(h.location, h.score) for h in c.search(query, k=10, repos=repo)] == \
+                [(h.location, h.score) for h in at_once.search(query, k=10, repos=repo)], (query, repo)
+
+
 KILLED_REFRESH = """
 import sys
 sys.path[:0] = [{tests!r}, {root!r}]

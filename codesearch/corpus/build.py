@@ -138,15 +138,20 @@ class RepoWorker:
         known = self._read(FILES, ["path", "sha256"], in_repo)
         known_files = dict(zip(known["path"].to_pylist(), known["sha256"].to_pylist())) if known is not None else {}
         existing = self._read(CHUNKS, {"chunk_id": "chunk_id", "path": "path", "content_key": "content_key",
-                                       "vector_key": "vector_key", "has_vector": "vector IS NOT NULL"}, in_repo)
+                                       "vector_key": "vector_key", "read": "read",
+                                       "has_vector": "vector IS NOT NULL"}, in_repo)
         old_ids: dict[int, str] = {}
         static_keys: set[str] = set()
         full_keys: set[str] = set()
+        unembedded: set[int] = set()  # rows the transformer should read and has not (a static repository upgraded)
         if existing is not None:
             old_ids = dict(zip(existing["chunk_id"].to_pylist(), existing["path"].to_pylist()))
             static_keys = set(existing["content_key"].to_pylist())
             full_keys = {key for key, has in zip(existing["vector_key"].to_pylist(), existing["has_vector"].to_pylist())
                          if has}
+            if self.full is not None:
+                unembedded = {i for i, read, has in zip(existing["chunk_id"].to_pylist(), existing["read"].to_pylist(),
+                                                        existing["has_vector"].to_pylist()) if read and not has}
         listing = list_files(root, max_file_bytes=spec.max_file_bytes, exclude_dirs=spec.exclude_dirs)
         listed = sorted(listing.files, key=lambda f: f.rel)
         tasks = [FileTask(f.rel, f.path, f.size, f.mtime_ns,
@@ -179,9 +184,13 @@ class RepoWorker:
         removed = sorted(set(known_files) - current)
         gone = set(removed) | changed
         delete_ids = [i for i, path in old_ids.items() if path in gone and i not in new_ids]
+        kept = sorted(unembedded - set(delete_ids))
+        for start in range(0, len(kept), BLOCK_ROWS):
+            yield self._upgraded(repo, kept[start:start + BLOCK_ROWS], full_keys, counts)
         payload = {
             "repo": repo, "root": root, "files": files, "removed_files": removed, "delete_ids": delete_ids,
-            "inserted": counts["inserted"], "embedded_static": counts["static"], "embedded_full": counts["full"],
+            "inserted": counts["inserted"], "updated": counts["updated"], "embedded_static": counts["static"],
+            "embedded_full": counts["full"],
             "reused": counts["reused"], "cut_files": len(changed), "files_seen": listing.files_seen,
             "seconds": round(time.perf_counter() - started, 3), "pid": os.getpid(), "peak_rss_mb": peak_rss_mb(),
             "cpu_s": round(cpu_seconds() - cpu_before, 3), "process_cpu_s": round(cpu_seconds(), 3),
@@ -229,6 +238,19 @@ class RepoWorker:
         for row in rows:
             row["record"] = "chunk"
             row["payload"] = None
+        return pa.Table.from_pylist(rows, schema=self.schema)
+
+    def _upgraded(self, repo: str, ids: list[int], full_keys: set[str], counts: Counter[str]) -> pa.Table:
+        """Rows the corpus holds without the transformer's vectors, read back and given them (``update`` rows)."""
+        table = self._read(CHUNKS, self.schema.names[:-2], f"repo = {sql_string(repo)} AND {sql_in('chunk_id', ids)}")
+        assert table is not None
+        rows = table.to_pylist()
+        documents = {row["content_key"]: document_text(row["path"], row["text"]) for row in rows}
+        vectors = self._vectors(repo, "vector", "vector_key", [r["vector_key"] for r in rows], full_keys, documents,
+                                self.full, self.spec.full_dim, counts, "full")
+        for row, vector in zip(rows, vectors):
+            row.update(vector=vector, model_fp=self.spec.model_fp, record="update", payload=None)
+        counts["updated"] += len(rows)
         return pa.Table.from_pylist(rows, schema=self.schema)
 
     def _vectors(self, repo: str, column: str, key_column: str, keys: list[str], known: set[str],
@@ -309,14 +331,14 @@ def run_pipeline(ray: Any, items: Sequence[dict[str, str]], spec: WorkerSpec, ac
         names = pc.unique(block["repo"]).to_pylist()
         for repo in names:
             rows = block if len(names) == 1 else block.filter(pc.equal(block["repo"], repo))
-            chunks = rows.filter(pc.equal(rows["record"], "chunk"))
+            chunks = rows.filter(pc.not_equal(rows["record"], "done"))
             if chunks.num_rows:
                 pending.setdefault(repo, []).append(chunks)
                 received[repo] += chunks.num_rows
             for text in rows.filter(pc.equal(rows["record"], "done"))["payload"].to_pylist():
                 done[repo] = json.loads(text)
             # Blocks of one actor arrive in order; the count guards against any reordering all the same.
-            if repo in done and received[repo] == done[repo]["inserted"]:
+            if repo in done and received[repo] == done[repo]["inserted"] + done[repo]["updated"]:
                 yield RepoResult(repo, done.pop(repo), pending.pop(repo, []))
                 received.pop(repo, None)
     if done:

