@@ -59,7 +59,7 @@ def hit_data(hit: Hit, *, max_lines: int | None = None, compact: bool = False) -
         compact: the compact form for agents that read files themselves:
             ``location``, ``symbols`` and ``line`` (its first line, or for a
             reference the first line that uses the name), plus ``root``,
-            ``defines`` and ``lines`` when set.
+            ``repo``, ``defines`` and ``lines`` when set.
     """
     if compact:
         line = _one_line(hit.text)
@@ -68,7 +68,7 @@ def hit_data(hit: Hit, *, max_lines: int | None = None, compact: bool = False) -
             used = hit.text.split("\n")[offset:offset + 1]
             line = used[0].strip()[:LINE_CHARS] if used else line
         data: dict[str, Any] = {"location": hit.location, "symbols": list(hit.symbols), "line": line}
-        for name in ("root", "defines"):
+        for name in ("root", "repo", "defines"):
             if getattr(hit, name) is not None:
                 data[name] = getattr(hit, name)
         if hit.lines:

@@ -397,18 +397,162 @@ def status(path: str, model: str, index_dir: str | None, int8: bool, read_only: 
 @click.argument("paths", nargs=-1, type=click.Path(file_okay=False, dir_okay=True))
 @index_options
 @read_only_option
+@click.option("--corpus", "corpus_store", default=None,
+              help="Serve this corpus (codesearch corpus build) instead of PATHS: `repo` names one of its repositories.")
 @reports_errors
-def mcp(paths: tuple[str, ...], model: str, index_dir: str | None, int8: bool, read_only: bool) -> None:
+def mcp(paths: tuple[str, ...], model: str, index_dir: str | None, int8: bool, read_only: bool,
+        corpus_store: str | None) -> None:
     """Serve PATHS (default: the working directory) to MCP clients over stdio.
 
     Tools: search, find_definition, find_references, find_related,
     index_status, reindex. Register it with an agent as the command
     `codesearch mcp /path/to/repo` (`codesearch agent-setup` prints how).
+    With --corpus STORE: search and index_status over the corpus.
     """
+    if corpus_store is not None:
+        if paths:
+            _fail("give either PATHS or --corpus STORE, not both")
+        from codesearch.mcp_server import serve_corpus
+
+        serve_corpus(corpus_store, model=_model(model) or "minilm", int8=int8)
+        return
     from codesearch.mcp_server import serve
 
     serve(list(paths) or ["."], model=_model(model), int8=int8, index_dir=index_dir,
           read_only=True if read_only else None)
+
+
+@main.group()
+def corpus() -> None:
+    """Many repositories in one store (Ray Data builds it, Lance holds it), searched with the same ranking.
+
+    Needs the corpus extra: pip install 'codesearch-hybrid[corpus]'.
+    """
+
+
+store_argument = click.argument("store")
+ray_address_option = click.option(
+    "--ray-address", default=None,
+    help="A Ray cluster's HOST:PORT (or auto); default: a local Ray started for this command.")
+corpus_model_option = click.option("--model", "-m", default="minilm", show_default=True,
+                                   help="The corpus's model (a corpus holds one model's vectors).")
+
+
+def _corpus(store: str, model: str, int8: bool = True, progress: bool = False):  # type: ignore[no-untyped-def]
+    from codesearch.corpus import Corpus
+
+    return Corpus(store, model=model, int8=int8, progress=progress)
+
+
+def _echo_report(report: Any, as_json: bool, verb: str) -> None:
+    if as_json:
+        _echo_json(report.as_dict())
+        return
+    click.echo(f"{verb} {report.repos:,} repositories: {report.files:,} files, {report.chunks:,} chunks "
+               f"({report.tier} tier); {report.changed_files:,} files cut, {report.inserted:,} rows written, "
+               f"{report.deleted:,} removed, {report.embedded_static:,} + {report.embedded_full:,} chunks embedded "
+               f"(static + transformer) by {report.actors} actors in {report.seconds:.1f} s")
+
+
+@corpus.command("build")
+@store_argument
+@click.argument("paths", nargs=-1, required=True)
+@corpus_model_option
+@click.option("--tier", type=click.Choice(["static", "full"]), default="static", show_default=True,
+              help="static: keywords and static vectors; full: the transformer's vectors too (~5x the compute).")
+@click.option("--actors", type=click.IntRange(min=1), default=None, help="Actors in the pool (default: the CPUs).")
+@ray_address_option
+@click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
+@json_option
+@reports_errors
+def corpus_build(store: str, paths: tuple[str, ...], model: str, tier: str, actors: int | None,
+                 ray_address: str | None, quiet: bool, as_json: bool) -> None:
+    """Build STORE from repositories PATH... (PATH or NAME=PATH; a repository is named after its folder).
+
+    Repositories already in STORE are brought up to date.
+    """
+    report = _corpus(store, model, progress=not quiet and not as_json).build(
+        list(paths), ray_address=ray_address, tier=tier, actors=actors)  # type: ignore[arg-type]
+    _echo_report(report, as_json, "built")
+
+
+@corpus.command("refresh")
+@store_argument
+@click.argument("paths", nargs=-1)
+@corpus_model_option
+@click.option("--tier", type=click.Choice(["static", "full"]), default=None,
+              help="full adds the transformer's vectors (default: each repository's tier).")
+@click.option("--actors", type=click.IntRange(min=1), default=None, help="Actors in the pool (default: the CPUs).")
+@ray_address_option
+@click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
+@json_option
+@reports_errors
+def corpus_refresh(store: str, paths: tuple[str, ...], model: str, tier: str | None, actors: int | None,
+                   ray_address: str | None, quiet: bool, as_json: bool) -> None:
+    """Bring repositories of STORE up to date (PATH...: some of them; none: all, from the folders they were built
+    from). Only changed files are cut, only new chunk texts embedded, only changed rows written."""
+    report = _corpus(store, model, progress=not quiet and not as_json).refresh(
+        list(paths) or None, ray_address=ray_address, tier=tier, actors=actors)  # type: ignore[arg-type]
+    _echo_report(report, as_json, "refreshed")
+
+
+@corpus.command("search")
+@click.argument("query")
+@store_argument
+@click.option("--repo", "repos", multiple=True, help="Only this repository of the corpus; repeatable.")
+@corpus_model_option
+@click.option("-k", "k", type=click.IntRange(min=1), default=10, show_default=True, help="How many hits.")
+@click.option("--mode", type=click.Choice(["hybrid", "bm25", "dense"]), default="hybrid", show_default=True,
+              help="Keywords (bm25), meaning (dense) or both fused (hybrid).")
+@click.option("--scope", default=None, help="Only paths under this prefix (in every repository), e.g. src/.")
+@click.option("--include", multiple=True, help="Only paths matching this glob (.gitignore syntax); repeatable.")
+@click.option("--exclude", multiple=True, help="Leave out paths matching this glob; repeatable.")
+@click.option("--kind", "kinds", multiple=True, type=click.Choice(["source", "test", "doc", "config"]),
+              help="Only chunks of this kind; repeatable.")
+@click.option("--lines", "preview_lines", type=click.IntRange(min=0), default=4, show_default=True,
+              help="Lines of each hit to show.")
+@answer_options
+@json_option
+@reports_errors
+def corpus_search(query: str, store: str, repos: tuple[str, ...], model: str, k: int, mode: str, scope: str | None,
+                  include: tuple[str, ...], exclude: tuple[str, ...], kinds: tuple[str, ...], preview_lines: int,
+                  max_tokens: int | None, compact: bool, as_json: bool) -> None:
+    """Search STORE for QUERY, across every repository or those named by --repo; each hit names its repository."""
+    from codesearch.answers import hits_data
+
+    if not query.strip():
+        _fail("the query is empty; give words, a question or an identifier")
+    hits = _corpus(store, model).search(query, k=k, repos=list(repos) or None, mode=mode,  # type: ignore[arg-type]
+                                        scope=scope, include=include, exclude=exclude, kinds=set(kinds) or None)
+    answer = {"query": query, "repos": list(repos) or None, "hits": hits_data(hits, compact=compact)}
+
+    def human(fitted: dict[str, Any]) -> None:
+        if not fitted["hits"]:
+            click.echo("no hits")
+        _echo_hits(fitted["hits"], preview_lines, with_root=False)
+
+    _echo_answer(answer, as_json, max_tokens, lambda fitted: human({**fitted, "hits": [
+        {**h, "location": f"{h['repo']}:{h['location']}"} for h in fitted["hits"]]}))
+
+
+@corpus.command("status")
+@store_argument
+@json_option
+@reports_errors
+def corpus_status(store: str, as_json: bool) -> None:
+    """STORE's models, tier, counts and dataset versions, and every repository's files, chunks, tier and update."""
+    from codesearch.corpus import Corpus
+
+    facts = Corpus(store).status()
+    if as_json:
+        _echo_json(facts)
+        return
+    for key, value in facts.items():
+        if key != "repositories":
+            click.echo(f"{key:<10}{value}")
+    for name, repo in facts["repositories"].items():
+        click.echo(f"  {name:<24} {repo['files']:>7,} files {repo['chunks']:>9,} chunks  {repo['tier']:<6} "
+                   f"{repo['updated']}  {repo['root']}")
 
 
 @main.command("agent-setup")

@@ -66,6 +66,18 @@ class IndexCancelledError(CodeSearchError):
     """An index run was asked to stop (:meth:`CodeSearch.cancel_indexing`) and committed nothing."""
 
 
+class CorpusNotFoundError(CodeSearchError, FileNotFoundError):
+    """A store URI holds no codesearch corpus (nothing there, or something else)."""
+
+
+class RepositoryNotInCorpusError(CodeSearchError, ValueError):
+    """A repository named in a corpus call is not in that corpus."""
+
+
+class ClusterUnavailableError(CodeSearchError, ConnectionError):
+    """The Ray cluster at the address given cannot be reached (or Ray is not installed)."""
+
+
 __all__ = [
     "CodeSearchError",
     "RootNotFoundError",
@@ -81,4 +93,7 @@ __all__ = [
     "IndexLockedError",
     "IndexReadOnlyError",
     "IndexCancelledError",
+    "CorpusNotFoundError",
+    "RepositoryNotInCorpusError",
+    "ClusterUnavailableError",
 ]

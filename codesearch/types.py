@@ -50,7 +50,8 @@ class Hit:
 
     ``str(hit)`` reads ``path:start-end  (score, kind)``; :attr:`location` is
     the bare ``path:start-end`` an editor opens. ``root`` is set when several
-    repositories are searched together (:class:`codesearch.multi.MultiSearch`).
+    repositories are searched together (:class:`codesearch.multi.MultiSearch`);
+    ``repo`` names the repository of a corpus hit (:class:`codesearch.corpus.Corpus`).
 
     Attributes:
         defines: the chunk's symbol that answers to the name asked, as the
@@ -71,6 +72,7 @@ class Hit:
     root: str | None = None
     defines: str | None = None
     lines: tuple[int, ...] = ()
+    repo: str | None = None
 
     @property
     def location(self) -> str:
@@ -80,11 +82,11 @@ class Hit:
         return f"{self.location}  ({self.score:.4f}, {self.kind})"
 
     def as_dict(self) -> dict[str, Any]:
-        """The hit as JSON-able data, with its ``location``; ``root``, ``defines`` and ``lines`` only when set."""
+        """The hit as JSON-able data, with its ``location``; ``root``, ``repo``, ``defines`` and ``lines`` only when set."""
         data = asdict(self)
         data["symbols"] = list(self.symbols)
         data["location"] = self.location
-        for name in ("root", "defines"):
+        for name in ("root", "repo", "defines"):
             if data[name] is None:
                 data.pop(name)
         if self.lines:

@@ -671,3 +671,19 @@ def test_ann_benchmark_runs_on_synthetic_vectors(tmp_path: Path) -> None:
     assert methods == {"exact product + top_k (today)", "VectorSearch graph"}
     assert all(r["recall@100"] >= 0.99 for r in data["end_to_end"])
     assert len(data["refresh"]) == 3 and "| set | size | scope |" in md.read_text()
+
+
+def test_corpus_scale_projects_throughput_from_cpu_accounting(monkeypatch: pytest.MonkeyPatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    """Two actors of 30 CPU-s each and a driver of 6 on 2 cores take at least 33 s: 99,000 chunks -> 3,000/s."""
+    pytest.importorskip("lance")
+    import corpus_scale
+
+    monkeypatch.setattr(corpus_scale.os, "cpu_count", lambda: 2)
+    report = {"inserted": 99_000, "pipeline_s": 66.0, "actors": 2, "driver_peak_rss_mb": 500.0,
+              "driver_pipeline_cpu_s": 6.0, "workers": {"1": {"cpu_s": 30.0, "peak_rss_mb": 400.0},
+                                                        "2": {"cpu_s": 30.0, "peak_rss_mb": 420.0}}}
+    facts = corpus_scale.with_projection(report)
+    assert facts["chunks_per_s"] == 1500.0 and facts["projected_chunks_per_s"] == 3000.0
+    assert facts["per_actor_chunks_per_cpu_s"] == 1650.0 and facts["worker_peak_mb"] == [400.0, 420.0]
+    corpus_scale.print_tables({"sizes": {"100k": {"chunks": 99_000, "build": {"static_2_actor": facts}}}, "notes": []})
+    assert "static_2_actor: 1500.0" in capsys.readouterr().out

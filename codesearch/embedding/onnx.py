@@ -44,12 +44,15 @@ class OnnxEncoder:
         spec: pooling, normalisation and maximum length.
         threads: worker threads, each running the session on one core;
             defaults to the available cores.
+        providers: onnxruntime execution providers, best first (default: the
+            CPU's; a corpus's GPU actors pass CUDA's first).
 
     Raises:
         ModelNotAvailableError: onnxruntime cannot load the graph, or its vector size is unknown.
     """
 
-    def __init__(self, onnx_path: Path, folder: Path, spec: ModelSpec, threads: int | None = None):
+    def __init__(self, onnx_path: Path, folder: Path, spec: ModelSpec, threads: int | None = None,
+                 providers: Sequence[str] | None = None):
         import onnxruntime as ort
         from tokenizers import Tokenizer
 
@@ -73,7 +76,7 @@ class OnnxEncoder:
             self.session = ort.InferenceSession(
                 str(onnx_path),
                 options,
-                providers=["CPUExecutionProvider"],
+                providers=list(providers or ["CPUExecutionProvider"]),
                 disabled_optimizers=list(manifest.get("disabled_optimizers", [])),
             )
         except Exception as exc:  # onnxruntime raises its own Fail/InvalidGraph types

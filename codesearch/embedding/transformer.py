@@ -63,6 +63,7 @@ class Embedder:
             user cache dir.
         threads: worker threads, each running the session on one core;
             defaults to the available cores.
+        providers: onnxruntime execution providers, best first (default: the CPU's).
         export_progress: show a progress bar if the model has to be exported.
 
     Raises:
@@ -83,6 +84,7 @@ class Embedder:
         cache_dir: str | os.PathLike[str] | None = None,
         *,
         threads: int | None = None,
+        providers: Sequence[str] | None = None,
         export_progress: bool = True,
     ) -> None:
         self.spec = resolve_model(model)
@@ -100,7 +102,7 @@ class Embedder:
                 RuntimeWarning,
                 stacklevel=2,
             )
-        self._encoder = OnnxEncoder(found.onnx_path, found.path, self.spec, threads)
+        self._encoder = OnnxEncoder(found.onnx_path, found.path, self.spec, threads, providers)
         self.dim = self._encoder.dim
         if self.spec.dim is not None and self.spec.dim != self.dim:
             raise ModelNotAvailableError(

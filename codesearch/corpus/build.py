@@ -1,0 +1,354 @@
+"""The build on Ray Data: repositories in, each scanned, cut and embedded by an actor, changed rows out.
+
+``from_items`` of the repositories -> ``map_batches(RepoWorker)`` on an actor
+pool (``compute=ActorPoolStrategy(size=N)``, one CPU each; one GPU each where
+Ray sees GPUs, with onnxruntime's CUDA provider) -> the driver streams the
+output with ``iter_batches`` and commits it (:mod:`codesearch.corpus.store`).
+
+Each actor loads the static model (and the transformer, for the full tier)
+once, with onnxruntime's threads set to its CPUs. Per repository it reads what
+the corpus already holds of it (file hashes, chunk ids, model-input keys),
+walks and cuts the files whose sha256 changed with the library's own scanner
+and definition chunker (:func:`codesearch.index.cutting.cut_files`), embeds
+only chunk texts the corpus has no vector for (the others' vectors are read
+back from the corpus), and yields the rows to insert, then one ``done`` row
+with the chunk ids to delete and the repository's file manifest.
+
+Scanning and cutting happen inside the actor rather than in an upstream
+``flat_map``: a task stage feeding an actor pool that holds every CPU hangs
+in Ray 2.60 (ray#44687, reproduced here), and a repository's cut and
+embedding then stay on one machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import time
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from codesearch.chunking import Chunk, ChunkParams, document_text, window_heads
+from codesearch.corpus.schema import CHUNKS, FILES, chunk_id, chunk_schema, sql_in, sql_string
+from codesearch.files.scan import list_files
+from codesearch.index.cutting import FileTask, cut_files
+from codesearch.ranking.facts import definition_names
+from codesearch.scope import kind_of
+
+BLOCK_ROWS = 256
+"""Rows per block an actor yields (blocks end at file boundaries)."""
+CUT_BATCH = 64
+"""Files cut at a time."""
+UNREAD_KINDS = frozenset({"test"})
+"""Chunk kinds the transformer leaves to keywords and the static tier (as a single index does by default)."""
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """What every actor needs to know: models, chunking, where the corpus is and at which versions.
+
+    ``model`` and ``static`` are model names (loaded in the actor) or embedder
+    objects (stand-ins, pickled to the actors).
+    """
+
+    model: Any
+    static: Any
+    int8: bool
+    tier: str
+    chunking: str
+    chunk_params: ChunkParams
+    max_file_bytes: int
+    static_dim: int
+    full_dim: int
+    model_fp: str
+    store_uri: str
+    storage_options: dict[str, str] = field(default_factory=dict)
+    versions: dict[str, int] = field(default_factory=dict)
+    threads: int = 1
+    exclude_dirs: tuple[str, ...] = ()
+
+    def output_schema(self) -> pa.Schema:
+        """The chunk rows plus ``record`` (``chunk`` or ``done``) and ``payload`` (the done row's JSON); every
+        column nullable, since a done row fills only ``repo``, ``record`` and ``payload``."""
+        schema = chunk_schema(self.static_dim, self.full_dim)
+        fields = [f.with_nullable(True).with_metadata(None) for f in schema]
+        return pa.schema([*fields, pa.field("record", pa.string()), pa.field("payload", pa.string())])
+
+
+def _providers() -> list[str] | None:
+    """CUDA first when this actor was given a GPU and onnxruntime has the provider; else the CPU's (None)."""
+    if not os.environ.get("CUDA_VISIBLE_DEVICES"):
+        return None
+    import onnxruntime as ort
+
+    return ["CUDAExecutionProvider", "CPUExecutionProvider"] if "CUDAExecutionProvider" in ort.get_available_providers() \
+        else None
+
+
+class RepoWorker:
+    """A Ray actor: the models loaded once, then each repository of its batches scanned, cut and embedded."""
+
+    def __init__(self, spec: WorkerSpec) -> None:
+        os.environ.setdefault("RAYON_NUM_THREADS", str(spec.threads))  # the tokenizers' thread pool
+        self.spec = spec
+        self.schema = spec.output_schema()
+        if hasattr(spec.static, "embed_documents"):
+            self.static = spec.static
+        else:
+            from codesearch.embedding.static import StaticEmbedder
+
+            self.static = StaticEmbedder(spec.model, export_progress=False)
+        self.full = None
+        if spec.tier == "full":
+            if hasattr(spec.model, "embed_documents"):
+                self.full = spec.model
+            else:
+                from codesearch.embedding.transformer import Embedder
+
+                self.full = Embedder(spec.model, int8=spec.int8, threads=spec.threads, providers=_providers(),
+                                     export_progress=False)
+
+    def __call__(self, batch: pa.Table) -> Iterator[pa.Table]:
+        for item in batch.to_pylist():
+            yield from self.repository(item["repo"], item["root"])
+
+    # -- one repository ---------------------------------------------------------------
+
+    def _read(self, name: str, columns: list[str] | dict[str, str], where: str) -> pa.Table | None:
+        import lance
+
+        version = self.spec.versions.get(name)
+        if version is None:
+            return None
+        ds = lance.dataset(f"{self.spec.store_uri}/{name}", version=version,
+                           storage_options=self.spec.storage_options or None)
+        return ds.to_table(columns=columns, filter=where)
+
+    def repository(self, repo: str, root: str) -> Iterator[pa.Table]:
+        """The rows to insert for ``repo``, in blocks, then its ``done`` row."""
+        started, cpu_before = time.perf_counter(), cpu_seconds()
+        spec = self.spec
+        in_repo = f"repo = {sql_string(repo)}"
+        known = self._read(FILES, ["path", "sha256"], in_repo)
+        known_files = dict(zip(known["path"].to_pylist(), known["sha256"].to_pylist())) if known is not None else {}
+        existing = self._read(CHUNKS, {"chunk_id": "chunk_id", "path": "path", "content_key": "content_key",
+                                       "vector_key": "vector_key", "read": "read",
+                                       "has_vector": "vector IS NOT NULL"}, in_repo)
+        old_ids: dict[int, str] = {}
+        static_keys: set[str] = set()
+        full_keys: set[str] = set()
+        unembedded: set[int] = set()  # rows the transformer should read and has not (a static repository upgraded)
+        if existing is not None:
+            old_ids = dict(zip(existing["chunk_id"].to_pylist(), existing["path"].to_pylist()))
+            static_keys = set(existing["content_key"].to_pylist())
+            full_keys = {key for key, has in zip(existing["vector_key"].to_pylist(), existing["has_vector"].to_pylist())
+                         if has}
+            if self.full is not None:
+                unembedded = {i for i, read, has in zip(existing["chunk_id"].to_pylist(), existing["read"].to_pylist(),
+                                                        existing["has_vector"].to_pylist()) if read and not has}
+        listing = list_files(root, max_file_bytes=spec.max_file_bytes, exclude_dirs=spec.exclude_dirs)
+        listed = sorted(listing.files, key=lambda f: f.rel)
+        tasks = [FileTask(f.rel, f.path, f.size, f.mtime_ns,
+                          bytes.fromhex(known_files[f.rel]) if f.rel in known_files else None) for f in listed]
+        files: list[tuple[str, str, int, int]] = []  # (path, sha256, size, chunks); -1 chunks: unchanged
+        changed: set[str] = set()
+        new_ids: set[int] = set()
+        rows: list[dict[str, Any]] = []
+        counts = Counter[str]()
+        for start in range(0, len(tasks), CUT_BATCH):
+            for cut in cut_files(tasks[start:start + CUT_BATCH], spec.chunking, spec.chunk_params, spec.max_file_bytes):
+                rel = cut.task.rel
+                if cut.skipped:
+                    continue
+                if cut.same:
+                    files.append((rel, cut.sha256.hex(), cut.size, -1))
+                    continue
+                changed.add(rel)
+                files.append((rel, cut.sha256.hex(), cut.size, len(cut.chunks)))
+                for row in self._rows(repo, rel, cut.chunks):
+                    new_ids.add(row["chunk_id"])
+                    if row["chunk_id"] not in old_ids:
+                        rows.append(row)
+            if len(rows) >= BLOCK_ROWS:
+                yield self._embedded(repo, rows, static_keys, full_keys, counts)
+                rows = []
+        if rows:
+            yield self._embedded(repo, rows, static_keys, full_keys, counts)
+        current = {path for path, *_ in files}
+        removed = sorted(set(known_files) - current)
+        gone = set(removed) | changed
+        delete_ids = [i for i, path in old_ids.items() if path in gone and i not in new_ids]
+        kept = sorted(unembedded - set(delete_ids))
+        for start in range(0, len(kept), BLOCK_ROWS):
+            yield self._upgraded(repo, kept[start:start + BLOCK_ROWS], full_keys, counts)
+        payload = {
+            "repo": repo, "root": root, "files": files, "removed_files": removed, "delete_ids": delete_ids,
+            "inserted": counts["inserted"], "updated": counts["updated"], "embedded_static": counts["static"],
+            "embedded_full": counts["full"],
+            "reused": counts["reused"], "cut_files": len(changed), "files_seen": listing.files_seen,
+            "seconds": round(time.perf_counter() - started, 3), "pid": os.getpid(), "peak_rss_mb": peak_rss_mb(),
+            "cpu_s": round(cpu_seconds() - cpu_before, 3), "process_cpu_s": round(cpu_seconds(), 3),
+        }
+        done = dict.fromkeys(self.schema.names)
+        done.update(repo=repo, record="done", payload=json.dumps(payload))
+        yield pa.Table.from_pylist([done], schema=self.schema)
+
+    def _rows(self, repo: str, rel: str, chunks: Sequence[Any]) -> Iterator[dict[str, Any]]:
+        """One file's chunk rows (vectors not yet filled)."""
+        kind = kind_of(rel)
+        read = kind not in UNREAD_KINDS
+        heads = window_heads([Chunk(rel, c.start, c.end, c.text, c.symbols) for c in chunks]) if read else {}
+        keys = [c.key.hex() for c in chunks]
+        for ordinal, c in enumerate(chunks):
+            names = sorted({n.lower() for symbol in c.symbols for n in definition_names(symbol)})
+            yield {
+                "chunk_id": chunk_id(repo, rel, c.start, c.end, keys[ordinal]), "repo": repo, "path": rel,
+                "start_line": c.start, "end_line": c.end, "ordinal": ordinal, "kind": kind, "symbols": list(c.symbols),
+                "def_names": names, "text": c.text,
+                "keyword_text": " ".join(" ".join([t] * n) for t, n in zip(c.terms, c.counts)),
+                "content_key": keys[ordinal], "vector_key": keys[heads.get(ordinal, ordinal)], "read": read,
+                "model_fp": self.spec.model_fp, "_document": document_text(rel, c.text),
+            }
+
+    def _embedded(self, repo: str, rows: list[dict[str, Any]], static_keys: set[str], full_keys: set[str],
+                  counts: Counter[str]) -> pa.Table:
+        """``rows`` with both tiers' vectors: embedded where the corpus has none for the key, else read back."""
+        spec = self.spec
+        documents = {row["content_key"]: row.pop("_document") for row in rows}
+        static = self._vectors(repo, "static_vector", "content_key", [r["content_key"] for r in rows], static_keys,
+                               documents, self.static, spec.static_dim, counts, "static")
+        for row, vector in zip(rows, static):
+            row["static_vector"] = vector
+        if self.full is not None:
+            wanted = [r["vector_key"] for r in rows if r["read"]]
+            made = iter(self._vectors(repo, "vector", "vector_key", wanted, full_keys, documents, self.full,
+                                      spec.full_dim, counts, "full"))
+            for row in rows:
+                row["vector"] = next(made) if row["read"] else None
+        else:
+            for row in rows:
+                row["vector"] = None
+        counts["inserted"] += len(rows)
+        for row in rows:
+            row["record"] = "chunk"
+            row["payload"] = None
+        return pa.Table.from_pylist(rows, schema=self.schema)
+
+    def _upgraded(self, repo: str, ids: list[int], full_keys: set[str], counts: Counter[str]) -> pa.Table:
+        """Rows the corpus holds without the transformer's vectors, read back and given them (``update`` rows)."""
+        table = self._read(CHUNKS, self.schema.names[:-2], f"repo = {sql_string(repo)} AND {sql_in('chunk_id', ids)}")
+        assert table is not None
+        rows = table.to_pylist()
+        documents = {row["content_key"]: document_text(row["path"], row["text"]) for row in rows}
+        vectors = self._vectors(repo, "vector", "vector_key", [r["vector_key"] for r in rows], full_keys, documents,
+                                self.full, self.spec.full_dim, counts, "full")
+        for row, vector in zip(rows, vectors):
+            row.update(vector=vector, model_fp=self.spec.model_fp, record="update", payload=None)
+        counts["updated"] += len(rows)
+        return pa.Table.from_pylist(rows, schema=self.schema)
+
+    def _vectors(self, repo: str, column: str, key_column: str, keys: list[str], known: set[str],
+                 documents: dict[str, str], embedder: Any, dim: int, counts: Counter[str], tier: str) -> list[Any]:
+        """One vector per key: read from the corpus when it has the key, else embedded (once per distinct key)."""
+        found: dict[str, Any] = {}
+        old = sorted({k for k in keys if k in known})
+        if old:
+            table = self._read(CHUNKS, [key_column, column],
+                               f"repo = {sql_string(repo)} AND {sql_in(key_column, old)} AND {column} IS NOT NULL")
+            if table is not None:
+                found.update(zip(table[key_column].to_pylist(), table[column].to_numpy(zero_copy_only=False)))
+            counts["reused"] += len(old)
+        new = sorted({k for k in keys if k not in found})
+        if new:
+            missing = [k for k in new if k not in documents]
+            if missing:  # a later window whose first window was not cut again: read its text
+                table = self._read(CHUNKS, ["content_key", "path", "text"],
+                                   f"repo = {sql_string(repo)} AND {sql_in('content_key', missing)}")
+                if table is not None:
+                    for key, path, text in zip(*(table[c].to_pylist() for c in ("content_key", "path", "text"))):
+                        documents.setdefault(key, document_text(path, text))
+            made = np.asarray(embedder.embed_documents([documents[k] for k in new]), dtype=np.float32)
+            if made.shape[1] != dim:
+                raise ValueError(f"the {tier} model gives {made.shape[1]}-dim vectors, the corpus holds {dim}")
+            found.update(zip(new, made))
+            counts[tier] += len(new)
+        return [np.asarray(found[k], dtype=np.float32) for k in keys]
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident memory in MB (VmHWM: ``ru_maxrss`` would count the parent's at ``exec``)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("VmHWM:"):
+                    return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        pass
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+def cpu_seconds() -> float:
+    """CPU seconds (user + system) this process has used."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+@dataclass
+class RepoResult:
+    """One repository's outcome, from its ``done`` row."""
+
+    repo: str
+    payload: dict[str, Any]
+    rows: list[pa.Table]
+
+
+def run_pipeline(ray: Any, items: Sequence[dict[str, str]], spec: WorkerSpec, actors: int) -> Iterator[RepoResult]:
+    """Run the actors over ``items`` (``{"repo", "root"}``) and yield each repository as soon as it is complete.
+
+    A repository's rows are held until its ``done`` row arrives (a few
+    hundred kilobytes per repository in flight), never the corpus.
+    """
+    import ray.data
+    from ray.data import ActorPoolStrategy
+
+    _, gpus = _resources(ray)
+    pool: dict[str, Any] = dict(compute=ActorPoolStrategy(size=gpus), num_gpus=1, num_cpus=1) if gpus and \
+        spec.tier == "full" else dict(compute=ActorPoolStrategy(size=actors), num_cpus=spec.threads)
+    ds = ray.data.from_items(list(items), override_num_blocks=len(items)).map_batches(
+        RepoWorker, fn_constructor_kwargs={"spec": spec}, batch_size=1, batch_format="pyarrow", **pool)
+    pending: dict[str, list[pa.Table]] = {}
+    received: Counter[str] = Counter()
+    done: dict[str, dict[str, Any]] = {}
+    for block in ds.iter_batches(batch_size=None, batch_format="pyarrow", prefetch_batches=1):
+        import pyarrow.compute as pc
+
+        names = pc.unique(block["repo"]).to_pylist()
+        for repo in names:
+            rows = block if len(names) == 1 else block.filter(pc.equal(block["repo"], repo))
+            chunks = rows.filter(pc.not_equal(rows["record"], "done"))
+            if chunks.num_rows:
+                pending.setdefault(repo, []).append(chunks)
+                received[repo] += chunks.num_rows
+            for text in rows.filter(pc.equal(rows["record"], "done"))["payload"].to_pylist():
+                done[repo] = json.loads(text)
+            # Blocks of one actor arrive in order; the count guards against any reordering all the same.
+            if repo in done and received[repo] == done[repo]["inserted"] + done[repo]["updated"]:
+                yield RepoResult(repo, done.pop(repo), pending.pop(repo, []))
+                received.pop(repo, None)
+    if done:
+        raise RuntimeError(f"the build lost rows of {', '.join(sorted(done))}; run it again")
+
+
+def _resources(ray: Any) -> tuple[int, int]:
+    resources = ray.cluster_resources()
+    return int(resources.get("CPU", 1)), int(resources.get("GPU", 0))
+
+
+__all__ = ["BLOCK_ROWS", "UNREAD_KINDS", "RepoResult", "RepoWorker", "WorkerSpec", "cpu_seconds", "peak_rss_mb",
+           "run_pipeline"]

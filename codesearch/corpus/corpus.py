@@ -1,0 +1,591 @@
+"""The :class:`Corpus` facade: build, refresh and search thousands of repositories on Ray Data and Lance.
+
+It validates arguments and wires the roles of the package together
+(:mod:`~codesearch.corpus.store`, :mod:`~codesearch.corpus.cluster`,
+:mod:`~codesearch.corpus.build`, :mod:`~codesearch.corpus.source`); it holds
+no ranking logic: every search goes through :mod:`codesearch.ranking`.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from codesearch.chunking import ChunkParams
+from codesearch.corpus.build import RepoResult, WorkerSpec, cpu_seconds, peak_rss_mb, run_pipeline
+from codesearch.corpus.cluster import preflight, ray_session
+from codesearch.corpus.schema import (
+    CHUNKS,
+    FILE_SCHEMA,
+    FILES,
+    CorpusManifest,
+    RepoFacts,
+    TierFacts,
+    check_repo_name,
+    chunk_schema,
+    sql_in,
+    sql_string,
+)
+from codesearch.corpus.source import CorpusSource, RepoView, _FileSet
+from codesearch.corpus.store import CorpusStore, Writer, delete_where
+from codesearch.embedding.catalogue import DEFAULT_MODEL, ModelSpec, resolve_model
+from codesearch.exceptions import ModelMismatchError, RepositoryNotInCorpusError, RootNotFoundError
+from codesearch.files.walk import MAX_FILE_BYTES
+from codesearch.ranking import Ranking, resolve_ranking
+from codesearch.scope import Scope, as_strings
+from codesearch.types import FULL, MODES, STATIC, Hit, Mode, TextEmbedder, Tier
+
+FLUSH_ROWS = 20_000
+"""Rows of finished repositories the driver gathers before one merge into the chunks table (bounds its memory
+and the merge's: Lance's merge_insert holds its source in a hash join)."""
+VIEW_CACHE_BYTES = 512 * 1024**2
+"""Memory the repository views of scoped searches may keep (least recently used dropped first)."""
+CORPUS_TIERS = (STATIC, FULL)
+
+
+@dataclass
+class CorpusReport:
+    """What one :meth:`Corpus.build` or :meth:`Corpus.refresh` did.
+
+    Attributes:
+        repos: repositories built or refreshed.
+        files: their text files now; ``changed_files``: those read and cut again.
+        chunks: their chunks now.
+        inserted: chunk rows written; ``deleted``: chunk rows removed; ``updated``: rows given the transformer's
+            vectors in place (a static repository refreshed with ``tier="full"``).
+        embedded_static, embedded_full: chunk texts each tier's model embedded (the rest kept their vectors).
+        file_rows: rows written to the files table.
+        seconds: wall time; ``pipeline_s``: of it, the actors' run (their start included) and the merges;
+            ``optimize_s``: compaction and indexes.
+        actors: the actor pool's size; ``workers``: per actor process, its repositories, chunks written, peak
+            memory (MB) and CPU seconds spent on its repositories (``cpu_s``).
+        driver_peak_rss_mb: this process's peak memory; ``driver_cpu_s``: its CPU seconds in this call
+            (Lance's index builds included), ``driver_pipeline_cpu_s``: of them, while the actors ran;
+            ``driver_pipeline_peak_mb``: its peak memory before the indexes were built.
+        tier: the tier the repositories now have.
+    """
+
+    repos: int = 0
+    files: int = 0
+    changed_files: int = 0
+    chunks: int = 0
+    inserted: int = 0
+    updated: int = 0
+    deleted: int = 0
+    embedded_static: int = 0
+    embedded_full: int = 0
+    file_rows: int = 0
+    seconds: float = 0.0
+    pipeline_s: float = 0.0
+    optimize_s: float = 0.0
+    actors: int = 0
+    tier: str = STATIC
+    driver_peak_rss_mb: float = 0.0
+    driver_cpu_s: float = 0.0
+    driver_pipeline_cpu_s: float = 0.0
+    driver_pipeline_peak_mb: float = 0.0
+    workers: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def parse_paths(paths: Iterable[str | os.PathLike[str]]) -> list[tuple[str, str]]:
+    """``[(name, absolute root)]`` of ``PATH`` or ``NAME=PATH`` arguments (a repository's name is its folder's).
+
+    Raises:
+        RootNotFoundError: a path is missing or not a folder.
+        ValueError: no path, a name that cannot name a repository, or one name twice.
+    """
+    out: list[tuple[str, str]] = []
+    for given in paths:
+        text = os.fspath(given)
+        name, sep, path = text.partition("=")
+        if not sep or "/" in name or not name:
+            name, path = "", text
+        root = Path(path).expanduser().absolute()
+        if not root.is_dir():
+            raise RootNotFoundError(f"{'not a directory' if root.exists() else 'path does not exist'}: {path}")
+        out.append((check_repo_name(name or root.resolve().name), str(root)))
+    if not out:
+        raise ValueError("give at least one repository folder (PATH or NAME=PATH)")
+    names = [n for n, _ in out]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise ValueError(f"two repositories named {twice[0]!r}; name them apart as NAME=PATH")
+    return out
+
+
+class Corpus:
+    """Many repositories in one store, searched with the same ranking as a single repository.
+
+    Args:
+        store_uri: a local folder, or an ``s3://`` / ``gs://`` URI (Lance writes to both).
+        model: the transformer's catalogue name, hub id, folder or spec (the static tier is distilled from it),
+            or an embedder object (with ``static`` another, for tests and custom models).
+        int8: the transformer's int8 export (where it passed its quality gate).
+        static: the static tier's embedder; ``None`` distils it from ``model``.
+        ranking: ``"default"``, ``"article"`` or a :class:`~codesearch.ranking.Ranking`.
+        storage_options: Lance's options for an object store (credentials, region, endpoint).
+        progress: show progress bars while building.
+
+    Example:
+        >>> corpus = Corpus("/data/corpus")                           # doctest: +SKIP
+        >>> corpus.build(["/src/requests", "flask=/src/flask-main"])  # doctest: +SKIP
+        >>> corpus.search("why does a POST turn into a GET", repos=["requests"])  # doctest: +SKIP
+    """
+
+    def __init__(self, store_uri: str | os.PathLike[str], model: str | ModelSpec | TextEmbedder = DEFAULT_MODEL, *,
+                 int8: bool = True, static: TextEmbedder | None = None, ranking: str | Ranking = "default",
+                 storage_options: dict[str, str] | None = None, progress: bool = False) -> None:
+        self.store = CorpusStore(store_uri, storage_options)
+        self.model = model
+        self.int8 = int8
+        self.ranking = resolve_ranking(ranking)
+        self.progress = progress
+        self._static = static
+        self._full: TextEmbedder | None = model if hasattr(model, "embed_query") else None  # type: ignore[assignment]
+        self._views: OrderedDict[tuple[str, int], RepoView] = OrderedDict()
+        self._files: dict[tuple[int, tuple[str, ...] | None], _FileSet] = {}
+        self.last_report: CorpusReport | None = None
+
+    # -- models -----------------------------------------------------------------------------
+
+    @property
+    def model_name(self) -> str:
+        """The transformer's name, known without loading it."""
+        if hasattr(self.model, "embed_query"):
+            return str(self.model.spec.name)  # type: ignore[union-attr]
+        return resolve_model(self.model).name  # type: ignore[arg-type]
+
+    @property
+    def static_embedder(self) -> TextEmbedder:
+        """The static tier's model, loaded on first use."""
+        if self._static is None:
+            from codesearch.embedding.static import StaticEmbedder
+
+            self._static = StaticEmbedder(self.model)  # type: ignore[arg-type]
+        return self._static
+
+    @property
+    def embedder(self) -> TextEmbedder:
+        """The transformer, loaded on first use."""
+        if self._full is None:
+            from codesearch.embedding.transformer import Embedder
+
+            self._full = Embedder(self.model, int8=self.int8)  # type: ignore[arg-type]
+        return self._full
+
+    def _check_model(self, manifest: CorpusManifest, tiers: Sequence[Tier]) -> None:
+        """Refuse another model than the corpus's: by name before anything is loaded, then by fingerprint.
+
+        Raises:
+            ModelMismatchError: the corpus was built by another model (or export of it).
+        """
+        if manifest.model != self.model_name:
+            raise ModelMismatchError(
+                f"the corpus at {self.store.uri} was built with model {manifest.model!r}, not {self.model_name!r}; "
+                f"use --model {manifest.model}, or build another corpus for {self.model_name!r}")
+        for tier in tiers:
+            stored = manifest.static if tier == STATIC else manifest.full
+            embedder = self.static_embedder if tier == STATIC else self.embedder
+            if stored is not None and stored.fingerprint != embedder.fingerprint:
+                raise ModelMismatchError(
+                    f"the corpus at {self.store.uri} holds {tier} vectors of another export of {manifest.model!r} "
+                    f"(fingerprint {stored.fingerprint[:12]}, this one is {embedder.fingerprint[:12]}: other export "
+                    "options such as --fp32, or other library versions); use the corpus's, or build another corpus")
+
+    # -- building ---------------------------------------------------------------------------
+
+    def build(self, paths: Iterable[str | os.PathLike[str]], ray_address: str | None = None, *,
+              tier: Tier = STATIC, actors: int | None = None) -> CorpusReport:
+        """Add repositories to the corpus (creating it), or bring those already in it up to date.
+
+        Args:
+            paths: repository folders, ``PATH`` (named by its folder) or ``NAME=PATH``.
+            ray_address: a Ray cluster's ``HOST:PORT`` (or ``auto``); ``None`` starts a local Ray for the call.
+            tier: ``static`` (keywords and static vectors: what semble's index costs) or ``full`` (the
+                transformer's vectors too, about five times the compute; on GPUs where Ray has them).
+            actors: the actor pool's size (default: the cluster's CPUs; its GPUs for the full tier where there are).
+
+        Raises:
+            RootNotFoundError: a path is missing.
+            ValueError: a bad name or tier.
+            CorpusNotFoundError: the URI holds something that is not a corpus.
+            ModelMismatchError: the corpus was built by another model.
+            ClusterUnavailableError: the Ray address cannot be reached.
+        """
+        return self._run(parse_paths(paths), ray_address, tier, actors, new_allowed=True)
+
+    def refresh(self, paths: Iterable[str | os.PathLike[str]] | None = None, ray_address: str | None = None, *,
+                tier: Tier | None = None, actors: int | None = None) -> CorpusReport:
+        """Bring repositories of the corpus up to date with their folders: only files whose sha256 changed are cut,
+        only chunk texts without vectors are embedded, and only changed rows are written.
+
+        Args:
+            paths: repositories of the corpus (``PATH``, ``NAME=PATH``, or a ``NAME`` of the corpus, refreshed
+                from the folder it was built from); ``None`` refreshes every one.
+            tier: ``full`` adds the transformer's vectors to rows without them; default: each repository's tier.
+            ray_address, actors: as for :meth:`build`.
+
+        Raises:
+            RepositoryNotInCorpusError: a repository is not in the corpus.
+            CorpusNotFoundError: there is no corpus at the URI.
+            (and as :meth:`build`)
+        """
+        manifest = self.store.manifest()
+        if paths is None:
+            items = [(name, facts.root) for name, facts in sorted(manifest.repos.items())]
+        else:
+            given = [os.fspath(p) for p in paths]
+            # A repository of the corpus may be named alone: it is refreshed from the folder it was built from.
+            items = [(p, manifest.repos[p].root) for p in given if p in manifest.repos and not Path(p).is_dir()]
+            items += parse_paths([p for p in given if not (p in manifest.repos and not Path(p).is_dir())]) \
+                if len(items) < len(given) else []
+            unknown = [name for name, _ in items if name not in manifest.repos]
+            if unknown:
+                raise RepositoryNotInCorpusError(f"{unknown[0]!r} is not in the corpus at {self.store.uri} "
+                                                 f"(it holds {_some(manifest.repos)}); add it with `corpus build`")
+        if tier is None:
+            tier = FULL if any(manifest.repos[name].tier == FULL for name, _ in items) else STATIC
+        return self._run(items, ray_address, tier, actors, new_allowed=False)
+
+    def _run(self, items: list[tuple[str, str]], ray_address: str | None, tier: Tier, actors: int | None,
+             new_allowed: bool) -> CorpusReport:
+        started, cpu_before = time.perf_counter(), cpu_seconds()
+        if tier not in CORPUS_TIERS:
+            raise ValueError(f"unknown tier {tier!r}; a corpus has {' or '.join(CORPUS_TIERS)}")
+        if ray_address is not None:
+            preflight(ray_address)  # before any model is loaded or byte written
+        self.store.check_creatable()
+        manifest = self.store.manifest(fresh=True) if self.store.exists() else None
+        if manifest is not None:
+            self._check_model(manifest, [STATIC, FULL] if tier == FULL else [STATIC])
+        static = self.static_embedder
+        full = self.embedder if tier == FULL else None
+        full_dim = full.dim if full is not None else (manifest.full.dim if manifest and manifest.full else
+                                                      _catalogue_dim(self.model))
+        if manifest is None:
+            manifest = CorpusManifest(
+                model=self.model_name, static=TierFacts(str(static.spec.name), static.fingerprint, static.dim),
+                full=None, chunker={"kind": "definitions", **asdict(ChunkParams.for_chunking("definitions"))})
+        if full is not None and manifest.full is None:
+            manifest.full = TierFacts(str(full.spec.name), full.fingerprint, full.dim)
+        report = CorpusReport(repos=len(items), tier=tier)
+        with ray_session(ray_address) as ray:
+            cpus = int(ray.cluster_resources().get("CPU", 1))
+            report.actors = actors or cpus
+            with self.store.writer() as writer:
+                spec = WorkerSpec(
+                    model=self.model, static=self._static if not _distilled(self._static) else None, int8=self.int8,
+                    tier=tier, chunking="definitions", chunk_params=ChunkParams.for_chunking("definitions"),
+                    max_file_bytes=MAX_FILE_BYTES, static_dim=static.dim, full_dim=full_dim,
+                    model_fp=_model_fp(manifest), store_uri=self.store.uri,
+                    storage_options=self.store.storage_options, versions=dict(writer.versions),
+                    exclude_dirs=() if self.store.remote else (self.store.uri,))
+                began, cpu_began = time.perf_counter(), cpu_seconds()
+                self._stream(ray, items, spec, report, writer, manifest)
+                report.pipeline_s = round(time.perf_counter() - began, 3)
+                report.driver_pipeline_cpu_s = round(cpu_seconds() - cpu_began, 3)
+                report.driver_pipeline_peak_mb = peak_rss_mb()
+                report.optimize_s = round(writer.optimize(has_full=manifest.full is not None), 3)
+                self._record(writer, manifest, items, tier)
+                manifest.versions = dict(writer.versions)
+                self.store.write_manifest(manifest)
+        report.file_rows = writer.rows_written[FILES] + writer.rows_deleted[FILES]
+        report.files = sum(manifest.repos[name].files for name, _ in items)
+        report.chunks = sum(manifest.repos[name].chunks for name, _ in items)
+        report.seconds = round(time.perf_counter() - started, 3)
+        report.driver_peak_rss_mb = peak_rss_mb()
+        report.driver_cpu_s = round(cpu_seconds() - cpu_before, 3)
+        self.last_report = report
+        self._views.clear()
+        return report
+
+    def _stream(self, ray: Any, items: list[tuple[str, str]], spec: WorkerSpec, report: CorpusReport, writer: Writer,
+                manifest: CorpusManifest) -> None:
+        """Run the pipeline and merge finished repositories into the tables, ``FLUSH_ROWS`` rows at a time."""
+        from tqdm.auto import tqdm
+
+        schema = chunk_schema(spec.static_dim, spec.full_dim)
+        done: list[RepoResult] = []
+        buffered = 0
+        bar = tqdm(total=len(items), desc="repositories", unit="repo", disable=not self.progress)
+        try:
+            for result in run_pipeline(ray, [{"repo": n, "root": r} for n, r in items], spec, report.actors):
+                done.append(result)
+                buffered += sum(t.num_rows for t in result.rows)
+                payload = result.payload
+                report.inserted += payload["inserted"]
+                report.updated += payload["updated"]
+                report.deleted += len(payload["delete_ids"])
+                report.embedded_static += payload["embedded_static"]
+                report.embedded_full += payload["embedded_full"]
+                report.changed_files += payload["cut_files"]
+                worker = report.workers.setdefault(str(payload["pid"]), {"repos": 0, "chunks": 0, "cpu_s": 0.0,
+                                                                         "peak_rss_mb": 0.0})
+                worker["repos"] += 1
+                worker["chunks"] += payload["inserted"]
+                worker["cpu_s"] = round(worker["cpu_s"] + payload["cpu_s"], 3)
+                worker["process_cpu_s"] = payload["process_cpu_s"]  # model loading included
+                worker["peak_rss_mb"] = max(worker["peak_rss_mb"], payload["peak_rss_mb"])
+                bar.update(1)
+                bar.set_postfix(chunks=report.inserted)
+                if buffered >= FLUSH_ROWS:
+                    _flush(writer, done, schema)
+                    done, buffered = [], 0
+            _flush(writer, done, schema)
+        finally:
+            bar.close()
+        for name, root in items:
+            manifest.repos.setdefault(name, RepoFacts(root=root)).root = root
+
+    def _record(self, writer: Writer, manifest: CorpusManifest, items: list[tuple[str, str]], tier: Tier) -> None:
+        """Each repository's counts of files and chunks, from the files table as this run left it."""
+        names = [name for name, _ in items]
+        table = writer.read(FILES, ["repo", "chunks"], sql_in("repo", names))
+        grouped = table.group_by("repo").aggregate([("chunks", "sum"), ("chunks", "count")]) if table.num_rows else None
+        counts = {}
+        if grouped is not None:
+            counts = {r: (int(n), int(c)) for r, c, n in zip(grouped["repo"].to_pylist(), grouped["chunks_sum"].to_pylist(),
+                                                          grouped["chunks_count"].to_pylist())}
+        from codesearch.corpus.store import _now
+
+        for name in names:
+            facts = manifest.repos[name]
+            facts.files, facts.chunks = counts.get(name, (0, 0))
+            facts.tier = tier if tier == FULL or facts.tier != FULL else FULL
+            facts.updated = _now()
+
+    # -- searching ----------------------------------------------------------------------------
+
+    @property
+    def repos(self) -> list[str]:
+        """The repositories in the corpus, by name."""
+        return sorted(self.store.manifest().repos)
+
+    def search(self, query: str, k: int = 10, repos: str | Iterable[str] | None = None, mode: Mode = "hybrid", *,
+               scope: str | None = None, include: str | Iterable[str] = (), exclude: str | Iterable[str] = (),
+               kinds: str | Iterable[str] | None = None, exclude_kinds: str | Iterable[str] = (),
+               tier: Tier | None = None, exact: bool = False) -> list[Hit]:
+        """The ``k`` chunks of the corpus that best answer ``query``, each hit with its ``repo``.
+
+        Args:
+            query: words, a question, or an identifier.
+            k: how many hits.
+            repos: the repositories to search (a name or several); ``None`` searches them all.
+            mode: ``bm25``, ``dense`` or ``hybrid``.
+            scope, include, exclude, kinds, exclude_kinds: as :meth:`codesearch.CodeSearch.search`, applied in
+                every repository searched, before the cut.
+            tier: ``static`` answers from the static tier even where the transformer's vectors are there;
+                ``None`` uses the transformer's where every repository searched has them.
+            exact: across repositories, score vectors exactly instead of through the vector index.
+
+        A search of one repository ranks exactly as a single index of it would
+        (its own BM25 statistics, every chunk scored); across repositories the
+        candidates come from the vector and full-text indexes, and the same
+        ranking stages order them.
+
+        Raises:
+            ValueError: an unknown mode or kind, an empty query, or ``k`` below 1.
+            RepositoryNotInCorpusError: a repository that is not in the corpus.
+            CorpusNotFoundError: there is no corpus at the URI.
+            ModelMismatchError: the corpus was built by another model.
+        """
+        if mode not in MODES:
+            raise ValueError(f"unknown mode {mode!r}; use one of {', '.join(MODES)}")
+        if k < 1:
+            raise ValueError(f"k must be at least 1, got {k}")
+        if not query.strip():
+            raise ValueError("the query is empty; give words, a question or an identifier")
+        where = Scope(prefix=scope, include=as_strings(include), exclude=as_strings(exclude),
+                      kinds=None if kinds is None else frozenset(as_strings(kinds)),
+                      exclude_kinds=frozenset(as_strings(exclude_kinds)))
+        manifest = self.store.manifest()
+        names = self._names(manifest, repos)
+        version = manifest.versions[CHUNKS]
+        if tier not in (None, *CORPUS_TIERS):
+            raise ValueError(f"unknown tier {tier!r}; a corpus has {' or '.join(CORPUS_TIERS)}")
+        if len(names) == 1:
+            return self._search_one(manifest, names[0], version, query, k, mode, where, tier)
+        if mode == "bm25":
+            tier = None
+        elif tier is None:
+            full = manifest.full is not None and all(manifest.repos[n].tier == FULL for n in names) and \
+                where.allows_kind("source") | where.allows_kind("doc") | where.allows_kind("config")
+            tier = FULL if full else STATIC
+        if tier is not None:
+            self._check_model(manifest, [tier])
+        vector = self._query_vector(tier, query) if tier is not None else None
+        chunks = self.store.open(CHUNKS, version)
+        assert chunks is not None
+        scoped = None if repos is None else names
+        source = CorpusSource(chunks, self._file_set(manifest, scoped), scoped, exact=exact)
+        found = source.rank(query, mode, tier, vector, self.ranking, k, where)
+        return [_hit(found.rows[i], score, found.rows[i]["text"]) for i, score in found.ranked]
+
+    def _names(self, manifest: CorpusManifest, repos: str | Iterable[str] | None) -> list[str]:
+        if repos is None:
+            return sorted(manifest.repos)
+        names = list(dict.fromkeys(as_strings(repos)))
+        unknown = [n for n in names if n not in manifest.repos]
+        if unknown:
+            raise RepositoryNotInCorpusError(f"{unknown[0]!r} is not in the corpus at {self.store.uri}; "
+                                             f"it holds {_some(manifest.repos)}")
+        if not names:
+            raise ValueError("repos is empty; name a repository of the corpus, or pass None for all")
+        return names
+
+    def _query_vector(self, tier: Tier, query: str) -> np.ndarray | None:
+        embedder = self.embedder if tier == FULL else self.static_embedder
+        vector = np.asarray(embedder.embed_query(query), dtype=np.float32)
+        return vector if np.any(vector) else None
+
+    def view(self, repo: str, version: int | None = None) -> RepoView:
+        """The repository ``repo`` as a single index would hold it (read once per corpus version, then cached)."""
+        manifest = self.store.manifest()
+        version = manifest.versions[CHUNKS] if version is None else version
+        key = (repo, version)
+        found = self._views.get(key)
+        if found is not None:
+            self._views.move_to_end(key)
+            return found
+        chunks = self.store.open(CHUNKS, version)
+        assert chunks is not None
+        columns = ["chunk_id", "path", "start_line", "end_line", "ordinal", "kind", "symbols", "keyword_text", "read",
+                   "static_vector", "vector"]
+        rows = chunks.to_table(columns=columns, filter=f"repo = {sql_string(repo)}")
+        full_dim = manifest.full.dim if manifest.full else _catalogue_dim(self.model)
+        view = self._views[key] = RepoView(repo, rows, manifest.static.dim, full_dim)
+        while sum(v.nbytes for v in self._views.values()) > VIEW_CACHE_BYTES and len(self._views) > 1:
+            self._views.popitem(last=False)
+        return view
+
+    def _search_one(self, manifest: CorpusManifest, repo: str, version: int, query: str, k: int, mode: Mode,
+                    where: Scope, tier: Tier | None) -> list[Hit]:
+        view = self.view(repo, version)
+        mask = view.scope_mask(where)
+        vector = None
+        if mode == "bm25":
+            tier = None
+        else:
+            tier = STATIC if tier == STATIC else view.tier_for(mask)
+            self._check_model(manifest, [tier])
+            vector = self._query_vector(tier, query)
+        ranked = view.rank(query, mode, tier, vector, self.ranking, k, mask)
+        chunks = self.store.open(CHUNKS, version)
+        assert chunks is not None
+        texts = self._texts(chunks, [int(view.ids[i]) for i, _ in ranked])
+        return [Hit(view.paths[int(view.file_of[i])], int(view.start[i]), int(view.end[i]), float(score),
+                    view.kinds[i], texts.get(int(view.ids[i]), ""), tuple(view.symbols[i] or ()), repo=repo)
+                for i, score in ranked]
+
+    def _texts(self, chunks: Any, ids: list[int]) -> dict[int, str]:
+        if not ids:
+            return {}
+        table = chunks.to_table(columns=["chunk_id", "text"], filter=sql_in("chunk_id", ids))
+        return dict(zip(table["chunk_id"].to_pylist(), table["text"].to_pylist()))
+
+    def _file_set(self, manifest: CorpusManifest, repos: list[str] | None) -> _FileSet:
+        """The files (with chunks) of ``repos`` (``None``: all), numbered; cached per files-table version."""
+        version = manifest.versions[FILES]
+        key = (version, None if repos is None else tuple(sorted(repos)))
+        found = self._files.get(key)
+        if found is None:
+            files = self.store.open(FILES, version)
+            assert files is not None
+            table = files.to_table(columns=["repo", "path"], filter=_and_repos(repos, "chunks > 0"))
+            if len(self._files) > 8:
+                self._files.clear()
+            found = self._files[key] = _FileSet(table["repo"].to_pylist(), table["path"].to_pylist())
+        return found
+
+    # -- facts ---------------------------------------------------------------------------------
+
+    def status(self) -> dict[str, Any]:
+        """The corpus: its URI, models and fingerprints, tier, counts, versions, and every repository's facts.
+
+        Raises:
+            CorpusNotFoundError: there is no corpus at the URI.
+        """
+        manifest = self.store.manifest()
+        repos = {name: asdict(facts) for name, facts in sorted(manifest.repos.items())}
+        tiers = {facts.tier for facts in manifest.repos.values()}
+        return {
+            "store": self.store.uri, "model": manifest.model,
+            "static": asdict(manifest.static), "full": asdict(manifest.full) if manifest.full else None,
+            "tier": FULL if tiers == {FULL} else STATIC,
+            "repos": len(repos), "files": sum(r["files"] for r in repos.values()),
+            "chunks": sum(r["chunks"] for r in repos.values()), "versions": manifest.versions,
+            "updated": manifest.updated, "repositories": repos,
+        }
+
+
+def _and_repos(repos: list[str] | None, extra: str) -> str:
+    return extra if repos is None else f"({sql_in('repo', repos)}) AND ({extra})"
+
+
+def _flush(writer: Writer, results: list[RepoResult], schema: pa.Schema) -> None:
+    """Merge finished repositories: their new chunk rows and deletions (one commit), then their file rows."""
+    if not results:
+        return
+    import pyarrow.compute as pc
+
+    tables = [t for r in results for t in r.rows]
+    both = pa.concat_tables(tables) if tables else None
+    rows, updates = schema.empty_table(), schema.empty_table()
+    if both is not None:
+        rows = both.filter(pc.equal(both["record"], "chunk")).select(schema.names).cast(schema)
+        updates = both.filter(pc.equal(both["record"], "update")).select(schema.names).cast(schema)
+    deletions = [i for r in results for i in r.payload["delete_ids"]]
+    # New rows have ids the corpus does not hold (an id names its repository, path, lines and text): appended.
+    writer.merge(CHUNKS, "chunk_id", rows, delete_where([], deletions), new_keys_only=True)
+    if updates.num_rows:  # rows given the transformer's vectors: replaced in place
+        writer.merge(CHUNKS, "chunk_id", updates, None)
+    files: dict[str, list[Any]] = {name: [] for name in FILE_SCHEMA.names}
+    removed = []
+    for result in results:
+        for path, sha256, size, chunks in result.payload["files"]:
+            if chunks >= 0:
+                for name, value in zip(FILE_SCHEMA.names, (result.repo, path, sha256, size, chunks)):
+                    files[name].append(value)
+        if result.payload["removed_files"]:
+            removed.append(f"(repo = {sql_string(result.repo)} AND {sql_in('path', result.payload['removed_files'])})")
+    writer.merge(FILES, ["repo", "path"], pa.table(files, schema=FILE_SCHEMA), " OR ".join(removed) or None)
+
+
+def _hit(row: dict[str, Any], score: float, text: str) -> Hit:
+    return Hit(row["path"], int(row["start_line"]), int(row["end_line"]), float(score), row["kind"], text,
+               tuple(row["symbols"] or ()), repo=row["repo"])
+
+
+def _some(repos: Iterable[str]) -> str:
+    names = sorted(repos)
+    return ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "") if names else "none"
+
+
+def _catalogue_dim(model: Any) -> int:
+    """The transformer's vector size before it is loaded: the catalogue's, else the embedder's."""
+    if hasattr(model, "dim"):
+        return int(model.dim)
+    dim = resolve_model(model).dim
+    return int(dim) if dim else 384
+
+
+def _distilled(static: Any) -> bool:
+    return static is None or not hasattr(static, "embed_documents") or type(static).__name__ == "StaticEmbedder"
+
+
+def _model_fp(manifest: CorpusManifest) -> str:
+    return manifest.static.fingerprint[:16] + (":" + manifest.full.fingerprint[:16] if manifest.full else "")
+
+
+__all__ = ["CORPUS_TIERS", "FLUSH_ROWS", "Corpus", "CorpusReport", "parse_paths"]

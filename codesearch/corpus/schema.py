@@ -1,0 +1,188 @@
+"""What a corpus stores: the Arrow schemas of its Lance tables, chunk ids, repository names and its manifest.
+
+A corpus is a folder (or an ``s3://`` / ``gs://`` prefix) holding two Lance
+datasets and one JSON file:
+
+- ``chunks.lance``: one row per chunk of every repository: where it is
+  (``repo``, ``path``, lines, its place in its file), its kind and symbols,
+  its text, the keyword tokens that BM25 and the full-text index read, the
+  key of the text the models read, and both tiers' vectors;
+- ``files.lance``: one row per text file of every repository, with its
+  sha256: the manifest a refresh compares the disk with;
+- ``corpus.json`` (:class:`CorpusManifest`): the models and their
+  fingerprints, every repository's facts, and the version of each dataset
+  that is the corpus now. Readers open the datasets at those versions, and a
+  writer replaces the file only after both datasets are committed, so a run
+  killed half-way leaves the previous corpus whole (old or new, never a mix).
+
+A chunk's id is content-addressed (its repository, path, lines and the
+sha256 of its model input), so an unchanged chunk keeps its id and its row;
+the id is the table's primary key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+FORMAT = "codesearch-corpus"
+FORMAT_VERSION = 1
+MANIFEST_FILE = "corpus.json"
+CHUNKS = "chunks.lance"
+FILES = "files.lance"
+
+PRIMARY_KEY = {b"lance-schema:unenforced-primary-key": b"true"}
+"""Lance detects concurrent inserts of the same key only for a column marked so (lance#4585, PR #5633)."""
+
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,199}")
+
+
+def chunk_id(repo: str, path: str, start: int, end: int, key: str) -> int:
+    """A chunk's id: the first 8 bytes of blake2b over its repository, path, lines and model-input key, signed."""
+    digest = hashlib.blake2b(f"{repo}\0{path}\0{start}\0{end}\0{key}".encode("utf-8", "surrogatepass"),
+                             digest_size=8).digest()
+    return int.from_bytes(digest, "little", signed=True)
+
+
+def check_repo_name(name: str) -> str:
+    """``name`` when it can name a repository (letters, digits, ``._+-``; not starting with a dot or dash).
+
+    Raises:
+        ValueError: it cannot; the message says how to name it.
+    """
+    if not _NAME.fullmatch(name):
+        raise ValueError(f"{name!r} cannot name a repository (letters, digits and ._+- only); "
+                         "give it a name as NAME=PATH")
+    return name
+
+
+def sql_string(value: str) -> str:
+    """A string literal for a Lance filter."""
+    return "'" + value.replace("'", "''") + "'"
+
+
+def sql_in(column: str, values: Sequence[str] | Sequence[int]) -> str:
+    """``column IN (...)`` for a Lance filter (``false`` when there are no values)."""
+    if not values:
+        return "false"
+    items = ", ".join(sql_string(v) if isinstance(v, str) else str(int(v)) for v in values)
+    return f"{column} IN ({items})"
+
+
+def chunk_schema(static_dim: int, full_dim: int) -> pa.Schema:
+    """The chunks table: one row per chunk (vectors L2-normalised; ``vector`` null where the transformer did not read).
+
+    Columns:
+        chunk_id: the primary key (:func:`chunk_id`).
+        repo, path, start_line, end_line: where the chunk is.
+        ordinal: its place among its file's chunks (chunks are ranked in ``(path, ordinal)`` order, as a single index).
+        kind: ``source``, ``test``, ``doc`` or ``config``.
+        symbols: the definitions it holds; ``def_names``: the names they answer to, lowercased (a label-list index).
+        text: the chunk's text.
+        keyword_text: its BM25 terms (identifiers split) joined by spaces, each as often as it occurs.
+        content_key: sha256 (hex) of the text the models read (:func:`~codesearch.chunking.document_text`).
+        vector_key: the key whose transformer vector it has: its own, or its definition's first window's.
+        read: whether the transformer read it (test files are left to keywords and the static tier).
+        model_fp: the corpus's model fingerprint when the row was written.
+        static_vector, vector: the static tier's and the transformer's vectors.
+    """
+    return pa.schema([
+        pa.field("chunk_id", pa.int64(), nullable=False, metadata=PRIMARY_KEY),
+        pa.field("repo", pa.string(), nullable=False),
+        pa.field("path", pa.string(), nullable=False),
+        pa.field("start_line", pa.int32(), nullable=False),
+        pa.field("end_line", pa.int32(), nullable=False),
+        pa.field("ordinal", pa.int32(), nullable=False),
+        pa.field("kind", pa.string(), nullable=False),
+        pa.field("symbols", pa.list_(pa.string())),
+        pa.field("def_names", pa.list_(pa.string())),
+        pa.field("text", pa.string()),
+        pa.field("keyword_text", pa.string()),
+        pa.field("content_key", pa.string(), nullable=False),
+        pa.field("vector_key", pa.string(), nullable=False),
+        pa.field("read", pa.bool_(), nullable=False),
+        pa.field("model_fp", pa.string()),
+        pa.field("static_vector", pa.list_(pa.float32(), static_dim)),
+        pa.field("vector", pa.list_(pa.float32(), full_dim)),
+    ])
+
+
+FILE_SCHEMA = pa.schema([
+    pa.field("repo", pa.string(), nullable=False),
+    pa.field("path", pa.string(), nullable=False),
+    pa.field("sha256", pa.string(), nullable=False),
+    pa.field("size", pa.int64()),
+    pa.field("chunks", pa.int32()),
+])
+"""The files table: every text file of every repository, with its sha256 and how many chunks it gave."""
+
+
+@dataclass
+class TierFacts:
+    """One embedding tier of a corpus: the model's name, fingerprint and vector size."""
+
+    name: str
+    fingerprint: str
+    dim: int
+
+
+@dataclass
+class RepoFacts:
+    """What a corpus records of one repository."""
+
+    root: str
+    files: int = 0
+    chunks: int = 0
+    tier: str = "static"
+    updated: str = ""
+
+
+@dataclass
+class CorpusManifest:
+    """``corpus.json``: the corpus's models, repositories and the dataset versions that make it up now.
+
+    Attributes:
+        model: the transformer's name (the static model is distilled from it).
+        static: the static tier's model facts.
+        full: the transformer tier's, once any repository has it.
+        chunker: how files are cut (a corpus cut otherwise re-cuts on refresh).
+        versions: dataset file name -> the version readers open.
+        repos: repository name -> its facts.
+    """
+
+    model: str
+    static: TierFacts
+    full: TierFacts | None
+    chunker: dict[str, Any]
+    versions: dict[str, int] = field(default_factory=dict)
+    repos: dict[str, RepoFacts] = field(default_factory=dict)
+    updated: str = ""
+
+    def to_json(self) -> str:
+        data = {"format": FORMAT, "format_version": FORMAT_VERSION, **asdict(self)}
+        return json.dumps(data, indent=1, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> CorpusManifest:
+        """Raises ValueError when ``text`` is not a corpus manifest this codesearch reads."""
+        data = json.loads(text)
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
+            raise ValueError("not a codesearch corpus manifest")
+        if data.get("format_version") != FORMAT_VERSION:
+            raise ValueError(f"corpus format {data.get('format_version')}, this codesearch reads {FORMAT_VERSION}")
+        full = data.get("full")
+        return cls(model=data["model"], static=TierFacts(**data["static"]),
+                   full=TierFacts(**full) if full else None, chunker=data["chunker"],
+                   versions={k: int(v) for k, v in data["versions"].items()},
+                   repos={name: RepoFacts(**facts) for name, facts in data["repos"].items()},
+                   updated=data.get("updated", ""))
+
+
+__all__ = ["CHUNKS", "FILES", "FILE_SCHEMA", "FORMAT", "FORMAT_VERSION", "MANIFEST_FILE", "PRIMARY_KEY", "CorpusManifest",
+           "RepoFacts", "TierFacts", "check_repo_name", "chunk_id", "chunk_schema", "sql_in", "sql_string"]

@@ -1,0 +1,402 @@
+"""Where a corpus search's candidates and ranking facts come from: one repository's view, or the corpus's indexes.
+
+Both feed the same ranking stages through the seam of
+:mod:`codesearch.ranking.source` (``Candidates`` and ``RankingFacts``);
+neither ranks anything itself.
+
+- :class:`RepoView`, for a search scoped to one repository: that
+  repository's rows read from the chunks table once (cached by the caller per
+  table version), in the order a single index holds them (files by path,
+  chunks by their place in the file), with its own BM25 statistics, its
+  vectors and :class:`~codesearch.ranking.IndexFacts`. Every retriever scores
+  every chunk of the repository, as in a single index, so the ranking sees
+  exactly what a single index of that repository gives it.
+- :class:`CorpusSource`, across repositories (all, or several named): each
+  list's candidates from Lance (the vector index with ``minimum_nprobes`` and
+  a refine step, the full-text index) with the scope as a prefilter,
+  definitions from the label-list index over the chunks' definition names, and
+  the path words, stems and priors of the files of the repositories searched
+  (:class:`CorpusFacts`). Chunks are numbered per query in (repository, path,
+  place in file) order, so equal scores are ordered as a single index orders
+  them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from codesearch.corpus.keywords import full_text, keyword_prior, repo_bm25
+from codesearch.corpus.schema import sql_in, sql_string
+from codesearch.index.loaded import one_blas_thread
+from codesearch.ranking import Candidates, IndexFacts, Ranking, rank, rank_scores
+from codesearch.ranking.facts import SymbolTable
+from codesearch.ranking.query import analyze_query
+from codesearch.scope import KINDS, Scope
+from codesearch.types import FULL, STATIC, Mode, Tier
+
+if TYPE_CHECKING:
+    import lance
+    import pyarrow as pa
+
+LIST_OF: dict[str, str] = {FULL: "dense", STATIC: "static"}
+COLUMN_OF: dict[str, str] = {FULL: "vector", STATIC: "static_vector"}
+KEY_COLUMNS = ["chunk_id", "repo", "path", "ordinal"]
+"""What a list's read takes of each candidate: its id and what orders equal scores (the rest is read once, after)."""
+ROW_COLUMNS = ["start_line", "end_line", "kind", "symbols", "text"]
+MINIMUM_NPROBES = 30
+"""IVF partitions searched at least (never ``nprobes`` alone, which also caps them and loses rows under a prefilter)."""
+MAXIMUM_NPROBES = 60
+"""IVF partitions searched at most on a first try; a search that finds fewer rows than it asked for (a selective
+prefilter) is run again without the cap. Uncapped, Lance probed far more partitions than needed on the 1M-row
+corpus of repeated chunks (154 ms a search; capped at 40 of 228: 34 ms). Static vectors' recall@100 there: 0.94
+at 20-40 partitions, 0.96 at 30-60 (ANN p50 51 and 53 ms), 0.96 at 40-80 (77 ms); 1.000 at 10k and 100k."""
+REFINE_FACTOR = 2
+"""The vector index's quantised distances re-ranked exactly over this many times ``k`` rows."""
+OVERFETCH = 2
+"""Lists fetched this many times deeper where scope globs or keyword priors are applied after the fetch."""
+
+
+def scope_sql(where: Scope) -> list[str]:
+    """The parts of a scope a Lance prefilter can apply: the path prefix and the kinds (globs are matched after)."""
+    parts = []
+    if where.prefix is not None:
+        prefix = where.prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        parts.append(f"(path = {sql_string(where.prefix)} OR path LIKE {sql_string(prefix + '/%')} ESCAPE '\\')")
+    kinds = [k for k in KINDS if where.allows_kind(k)]
+    if len(kinds) < len(KINDS):
+        parts.append(sql_in("kind", kinds))
+    return parts
+
+
+def _and(parts: Iterable[str | None]) -> str | None:
+    kept = [f"({p})" for p in parts if p]
+    return " AND ".join(kept) if kept else None
+
+
+# -- one repository ------------------------------------------------------------------------
+
+
+class RepoView:
+    """One repository of a corpus, in memory as a single index of it would be.
+
+    Args:
+        repo: its name.
+        rows: its rows of the chunks table (any order; sorted here by path and place in file).
+        static_dim, full_dim: the vector sizes (for a repository with no row of a tier's vectors).
+    """
+
+    def __init__(self, repo: str, rows: pa.Table, static_dim: int, full_dim: int) -> None:
+        self.repo = repo
+        paths = rows["path"].to_pylist()
+        ordinals = rows["ordinal"].to_pylist()
+        # Python's string order, which a single index's sorted walk uses.
+        rows = rows.take(sorted(range(len(paths)), key=lambda i: (paths[i], ordinals[i])))
+        self.ids = np.asarray(rows["chunk_id"].to_numpy(), dtype=np.int64)
+        self.start = rows["start_line"].to_numpy()
+        self.end = rows["end_line"].to_numpy()
+        self.kinds = rows["kind"].to_pylist()
+        self.symbols = rows["symbols"].to_pylist()
+        paths = rows["path"].to_pylist()
+        files: list[str] = []
+        file_of = np.empty(len(paths), dtype=np.int64)
+        for i, path in enumerate(paths):
+            if not files or files[-1] != path:
+                files.append(path)
+            file_of[i] = len(files) - 1
+        self.paths = files
+        self.file_of = file_of
+        self.facts = IndexFacts.from_columns(files, file_of,
+                                             SymbolTable.build((i, s) for i, s in enumerate(self.symbols) if s))
+        self.bm25 = repo_bm25(rows["keyword_text"].to_pylist())
+        self.read = np.asarray(rows["read"].to_numpy(zero_copy_only=False), dtype=bool)
+        self.vectors: dict[Tier, np.ndarray] = {STATIC: _matrix(rows["static_vector"], static_dim)}
+        if rows["vector"].null_count < len(rows):
+            self.vectors[FULL] = _matrix(rows["vector"], full_dim)
+        self._file_kind = [self.kinds[int(np.searchsorted(file_of, n))] for n in range(len(files))]
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(v.nbytes for v in self.vectors.values()) + self.bm25.postings_.data.nbytes * 2
+
+    def scope_mask(self, where: Scope) -> np.ndarray | None:
+        """The chunks ``where`` keeps (decided per file), or ``None`` for all."""
+        if where.is_unrestricted:
+            return None
+        return where.mask(self.paths, self._file_kind)[self.file_of]
+
+    def tier_for(self, mask: np.ndarray | None) -> Tier:
+        """The transformer's tier when it read a chunk in scope, else the static tier (as a single index answers)."""
+        if FULL not in self.vectors:
+            return STATIC
+        read = self.read if mask is None else self.read & mask
+        return FULL if read.any() else STATIC
+
+    def rank(self, query: str, mode: Mode, tier: Tier | None, query_vector: np.ndarray | None, ranking: Ranking, k: int,
+             mask: np.ndarray | None) -> list[tuple[int, float]]:
+        """The ``k`` best rows for ``query`` within ``mask``: every chunk scored, then the ranking pipeline."""
+        lists: dict[str, np.ndarray] = {}
+        covered: dict[str, np.ndarray] = {}
+        vectors = None
+        with one_blas_thread():
+            if mode != "dense":
+                lists["bm25"] = self.bm25.score(query)
+            if tier is not None and query_vector is not None:
+                vectors = self.vectors[tier]
+                lists[LIST_OF[tier]] = vectors @ query_vector
+                if tier == FULL and not self.read.all():
+                    covered[LIST_OF[tier]] = self.read
+            return rank_scores(query, lists, self.facts, ranking, k, mask, vectors, covered)
+
+
+def _matrix(column: Any, dim: int) -> np.ndarray:
+    """A fixed-size-list column as an ``(n, dim)`` float32 matrix, zeros for null rows."""
+    import pyarrow as pa
+
+    column = column.combine_chunks() if hasattr(column, "combine_chunks") else column
+    out = np.zeros((len(column), dim), dtype=np.float32)
+    if len(column) == 0:
+        return out
+    valid = np.asarray(column.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+    if valid.any():
+        values = column.filter(pa.array(valid)).flatten().to_numpy(zero_copy_only=False)
+        out[valid] = np.asarray(values, dtype=np.float32).reshape(-1, dim)
+    return out
+
+
+# -- across repositories -------------------------------------------------------------------
+
+
+class _FileSet:
+    """The files of some repositories, numbered, with the facts path words, stems and priors read."""
+
+    def __init__(self, repos: Sequence[str], paths: Sequence[str]) -> None:
+        self.number = {(repo, path): i for i, (repo, path) in enumerate(zip(repos, paths))}
+        # One pseudo-chunk per file: IndexFacts then answers per file (stems, path words, priors).
+        self.facts = IndexFacts.from_columns(list(paths), np.arange(len(paths), dtype=np.int64), SymbolTable.build([]))
+
+
+class CorpusFacts:
+    """:class:`~codesearch.ranking.RankingFacts` of one query across repositories: facts of its chunks and files."""
+
+    def __init__(self, files: _FileSet, file_of: dict[int, int], definitions: SymbolTable) -> None:
+        self._files = files.facts
+        self._file_of = file_of
+        self._definitions = definitions
+
+    @property
+    def file_of(self) -> Mapping[int, int]:
+        return self._file_of
+
+    @property
+    def stems(self) -> Sequence[str]:
+        return self._files.stems
+
+    @property
+    def files(self) -> Sequence[str]:
+        return self._files.files
+
+    def files_matching(self, word: str) -> Collection[int]:
+        return self._files.files_matching(word)
+
+    def files_named(self, name: str) -> Sequence[int]:
+        return self._files.files_named(name)
+
+    def defining(self, names: Sequence[str]) -> dict[int, str]:
+        found: dict[int, str] = {}
+        for name in names:
+            for entry in self._definitions.get(name.lower()):
+                found.setdefault(entry.chunk, entry.name)
+        return found
+
+    def chunk_priors(self, multipliers: Mapping[str, float]) -> Mapping[int, float]:
+        per_file = self._files.chunk_priors(multipliers)
+        return {chunk: float(per_file[number]) for chunk, number in self._file_of.items()}
+
+
+@dataclass
+class Found:
+    """One query's rows across repositories: ``rows[i]`` is chunk ``i`` of the ranking (a dict of its columns)."""
+
+    rows: list[dict[str, Any]]
+    ranked: list[tuple[int, float]]
+
+
+class CorpusSource:
+    """Candidates and facts of a search across repositories, from the chunks table's indexes.
+
+    Args:
+        chunks: the chunks table at the corpus's version.
+        files: ``(repos, paths)`` of every file with chunks of the repositories searched.
+        repos: the repositories searched (``None``: all).
+        exact: score vectors by exact search instead of the vector index (the benchmark's reference).
+    """
+
+    def __init__(self, chunks: lance.LanceDataset, files: _FileSet, repos: Sequence[str] | None,
+                 exact: bool = False) -> None:
+        self.ds = chunks
+        self.files = files
+        self.repos = list(repos) if repos is not None else None
+        self.exact = exact
+
+    def _where(self, where: Scope | None) -> str | None:
+        return _and([sql_in("repo", self.repos) if self.repos is not None else None,
+                     *(scope_sql(where) if where is not None else [])])
+
+    def _keyword(self, query: str, where: Scope | None, depth: int, ranking: Ranking) -> list[tuple[dict[str, Any], float]]:
+        globs = where is not None and bool(where.include or where.exclude)
+        priors = ranking.priors and bool(set(ranking.keyword_priors) & set(ranking.prior_multipliers))
+        fetch = depth * (OVERFETCH if globs or priors else 1)
+        table = full_text(self.ds, query, self._where(where), fetch, [*KEY_COLUMNS, "_rowid"])
+        cache: dict[str, float] = {}
+        out = []
+        for row in table.to_pylist():
+            score = float(row.pop("_score")) * keyword_prior(row["path"], ranking, cache)
+            if score > 0 and (not globs or where is None or where.allows_path(row["path"])):
+                out.append((row, score))
+        return _best(out, depth)
+
+    def _vector(self, tier: Tier, query_vector: np.ndarray, where: Scope | None, depth: int
+                ) -> list[tuple[dict[str, Any], float]]:
+        column = COLUMN_OF[tier]
+        globs = where is not None and bool(where.include or where.exclude)
+        fetch = depth * (OVERFETCH if globs else 1)
+        nearest: dict[str, Any] = {"column": column, "q": query_vector, "k": fetch, "metric": "dot",
+                                   "use_index": not self.exact}
+        if not self.exact:
+            nearest.update(minimum_nprobes=MINIMUM_NPROBES, maximum_nprobes=MAXIMUM_NPROBES, refine_factor=REFINE_FACTOR)
+        # Rows the transformer did not read have no vector: their distance is null, and Lance leaves them out
+        # (a `read = true` prefilter cost a scan of 1M rows per query).
+        filter_ = self._where(where)
+
+        def read(nearest: dict[str, Any]) -> pa.Table:
+            return self.ds.to_table(nearest=nearest, columns=[*KEY_COLUMNS, column], filter=filter_,
+                                    prefilter=filter_ is not None, with_row_id=True, disable_scoring_autoprojection=True)
+
+        table = read(nearest)
+        if table.num_rows < fetch and not self.exact:
+            table = read({key: value for key, value in nearest.items() if key != "maximum_nprobes"})
+        out = []
+        vectors = _matrix(table[column], len(query_vector)) if table.num_rows else np.zeros((0, len(query_vector)),
+                                                                                            dtype=np.float32)
+        scores = vectors @ query_vector  # exact scores of the rows found, as a single index computes them
+        for row, score in zip(table.to_pylist(), scores.tolist()):
+            if not globs or where is None or where.allows_path(row["path"]):
+                out.append((row, score))
+        return _best(out, depth)
+
+    def _definitions(self, query: str, where: Scope) -> list[dict[str, Any]]:
+        names = sorted({name.lower() for forms in analyze_query(query).symbols for name in forms})
+        if not names:
+            return []
+        table = self.ds.to_table(columns=[*KEY_COLUMNS, "symbols"], with_row_id=True, filter=_and([
+            self._where(where), f"array_has_any(def_names, [{', '.join(sql_string(n) for n in names)}])"]))
+        return [row for row in table.to_pylist() if where.allows_path(row["path"])]
+
+    def rank(self, query: str, mode: Mode, tier: Tier | None, query_vector: np.ndarray | None, ranking: Ranking, k: int,
+             where: Scope) -> Found:
+        """The ``k`` best chunks across the repositories for ``query``: candidates, then the ranking pipeline."""
+        depth = max(k, ranking.depth)
+        vector_column = COLUMN_OF[tier] if tier is not None else None
+        restricted = not where.is_unrestricted
+        # The lists' reads are independent and Lance releases the GIL: they run side by side.
+        jobs: dict[tuple[str, str], Any] = {}
+        pool = _pool()
+        if True:
+            if mode != "dense":
+                jobs["lists", "bm25"] = pool.submit(self._keyword, query, where, depth, ranking)
+                if restricted and ranking.score_share:
+                    jobs["whole", "bm25"] = pool.submit(self._keyword, query, None, depth, ranking)
+            if mode != "bm25" and tier is not None and query_vector is not None:
+                name = LIST_OF[tier]
+                jobs["lists", name] = pool.submit(self._vector, tier, query_vector, where, depth)
+                if restricted and ranking.score_share:
+                    jobs["whole", name] = pool.submit(self._vector, tier, query_vector, None, depth)
+            if ranking.definitions:
+                jobs["definitions", ""] = pool.submit(self._definitions, query, where)
+            done = {key: job.result() for key, job in jobs.items()}
+        lists: dict[str, list[tuple[dict[str, Any], float]]] = {n: v for (kind, n), v in done.items() if kind == "lists"}
+        whole: dict[str, list[tuple[dict[str, Any], float]]] = {n: v for (kind, n), v in done.items() if kind == "whole"}
+        definitions: list[dict[str, Any]] = done.get(("definitions", ""), [])
+        rows: dict[int, dict[str, Any]] = {}
+        for found in lists.values():
+            for row, _ in found:
+                rows.setdefault(row["chunk_id"], row)
+        for row in definitions:
+            rows.setdefault(row["chunk_id"], row)
+        ordered = sorted(rows.values(), key=lambda r: (r["repo"], r["path"], r["ordinal"]))
+        number = {row["chunk_id"]: i for i, row in enumerate(ordered)}
+        ranked = {name: [number[row["chunk_id"]] for row, _ in found] for name, found in lists.items()}
+        scores = {name: np.array([s for _, s in found], dtype=np.float64) for name, found in lists.items()}
+        ranges: dict[str, tuple[float, float]] = {}
+        if ranking.score_share:
+            for name, found in lists.items():
+                source = whole.get(name, found)
+                if source:
+                    ranges[name] = (float(source[-1][1]), float(source[0][1]))
+        file_of = {i: self.files.number[(row["repo"], row["path"])] for i, row in enumerate(ordered)}
+        symbols = SymbolTable.build((number[row["chunk_id"]], row["symbols"] or ()) for row in
+                                    sorted(definitions, key=lambda r: number[r["chunk_id"]]))
+        facts = CorpusFacts(self.files, file_of, symbols)
+        vectors = None
+        if vector_column is not None and query_vector is not None:
+            vectors = _LazyVectors(self.ds, ordered, vector_column, len(query_vector))
+        found_ = Candidates(ranked, scores, ranges)
+        with one_blas_thread():
+            best = rank(query, found_, facts, ranking, k, vectors)
+        self._complete([ordered[i] for i, _ in best], ROW_COLUMNS)  # only the hits' texts are read
+        return Found(ordered, best)
+
+
+    def _complete(self, rows: list[dict[str, Any]], columns: list[str]) -> None:
+        """Add ``columns`` to every row, in place: one read by row id of the version the lists came from."""
+        wanted = [c for c in columns if any(c not in row for row in rows)]
+        if not rows or not wanted:
+            return
+        table = self.ds._take_rows([row["_rowid"] for row in rows], columns=wanted)
+        for row, extra in zip(rows, table.to_pylist()):
+            for key, value in extra.items():
+                row.setdefault(key, value)
+
+
+class _LazyVectors(Mapping[int, np.ndarray]):
+    """Candidates' vectors for diversity: those the vector list read, the others read when diversity asks."""
+
+    def __init__(self, ds: lance.LanceDataset, rows: list[dict[str, Any]], column: str, dim: int) -> None:
+        self._ds, self._rows, self._column, self._dim = ds, rows, column, dim
+
+    def __getitem__(self, chunk: int) -> np.ndarray:
+        row = self._rows[chunk]
+        if self._column not in row:
+            row[self._column] = self._ds._take_rows([row["_rowid"]], columns=[self._column])[self._column][0].as_py()
+        value = row[self._column]
+        return np.zeros(self._dim, dtype=np.float32) if value is None else np.asarray(value, dtype=np.float32)
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(range(len(self._rows)))
+
+
+@lru_cache(maxsize=1)
+def _pool() -> ThreadPoolExecutor:
+    """The threads a search's list reads run on (started once per process)."""
+    return ThreadPoolExecutor(4, thread_name_prefix="codesearch-corpus")
+
+
+def _best(found: list[tuple[dict[str, Any], float]], depth: int) -> list[tuple[dict[str, Any], float]]:
+    """The ``depth`` best, best first; equal scores in (repository, path, place in file) order."""
+    found.sort(key=lambda item: (-item[1], item[0]["repo"], item[0]["path"], item[0]["ordinal"]))
+    return found[:depth]
+
+
+__all__ = ["COLUMN_OF", "LIST_OF", "CorpusFacts", "CorpusSource", "Found", "RepoView", "scope_sql"]

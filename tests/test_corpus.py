@@ -1,0 +1,398 @@
+"""The corpus on real engines: a local Ray (one per test session) and Lance tables in temporary folders.
+
+Models are the hashing stand-ins of conftest (pickled to the actors) except in
+one test with the real MiniLM; a single index of each repository with the same
+stand-ins is the reference a repository-scoped search must equal.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("ray")
+pytest.importorskip("lance")
+
+from conftest import SESSIONS, UTILS, HashingEmbedder
+
+from codesearch import CodeSearch
+from codesearch.corpus import Corpus
+from codesearch.corpus.schema import CHUNKS
+from codesearch.corpus.store import KILL_ENV
+from codesearch.exceptions import (
+    ClusterUnavailableError,
+    CorpusNotFoundError,
+    ModelMismatchError,
+    RepositoryNotInCorpusError,
+)
+
+TESTS = Path(__file__).resolve().parent
+ROOT = TESTS.parent
+
+ADAPTERS = '''\
+class HTTPAdapter:
+    """The built-in HTTP Adapter for urllib3."""
+
+    def send(self, request, stream=False, timeout=None):
+        """Sends PreparedRequest object. Returns Response object."""
+        conn = self.get_connection(request.url)
+        return conn.urlopen(request)
+
+    def close(self):
+        """Disposes of any internal state."""
+        self.poolmanager.clear()
+'''
+
+ROUTER = '''\
+package chi
+
+// Mux is a simple HTTP route multiplexer that parses a request path.
+type Mux struct {
+    handler Handler
+}
+
+// ServeHTTP is the single method of the http.Handler interface.
+func (mx *Mux) ServeHTTP(w ResponseWriter, r *Request) {
+    mx.handler.ServeHTTP(w, r)
+}
+
+// Use appends a middleware handler to the Mux middleware stack.
+func (mx *Mux) Use(middlewares ...func(Handler) Handler) {
+    mx.middlewares = append(mx.middlewares, middlewares...)
+}
+'''
+
+MIDDLEWARE = '''\
+package middleware
+
+// Logger is a middleware that logs the start and end of each request.
+func Logger(next Handler) Handler {
+    return next
+}
+
+// Recoverer is a middleware that recovers from panics and logs the panic.
+func Recoverer(next Handler) Handler {
+    return next
+}
+'''
+
+
+def models() -> dict[str, HashingEmbedder]:
+    """The stand-ins: one name (as the real static model is named after its transformer), two vector sizes."""
+    return {"model": HashingEmbedder("hashing", 64), "static": HashingEmbedder("hashing", 32, salt="static")}
+
+
+def corpus(store: Path) -> Corpus:
+    return Corpus(store, **models())  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="session")
+def ray_cluster():  # type: ignore[no-untyped-def]
+    """One local Ray for the session; the actors import the stand-ins from this folder."""
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    ray = pytest.importorskip("ray")
+    path = os.pathsep.join([str(ROOT), str(TESTS), os.environ.get("PYTHONPATH", "")])
+    env = {"PYTHONPATH": path}
+    if os.environ.get("CODESEARCH_CACHE_DIR"):
+        env["CODESEARCH_CACHE_DIR"] = os.environ["CODESEARCH_CACHE_DIR"]
+    ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR", log_to_driver=False,
+             object_store_memory=256 * 1024**2, runtime_env={"env_vars": env})
+    yield ray
+    ray.shutdown()
+
+
+def make_repos(base: Path) -> dict[str, Path]:
+    """Two small repositories: a Python one in the manner of requests, a Go one in the manner of chi."""
+    py = base / "pyreq"
+    (py / "src" / "requests").mkdir(parents=True)
+    (py / "src" / "requests" / "sessions.py").write_text(SESSIONS)
+    (py / "src" / "requests" / "utils.py").write_text(UTILS)
+    (py / "src" / "requests" / "adapters.py").write_text(ADAPTERS)
+    (py / "tests").mkdir()
+    (py / "tests" / "test_utils.py").write_text("from requests.utils import super_len\n\n\ndef test_super_len():\n"
+                                                "    assert super_len('abc') is None\n")
+    (py / "README.md").write_text("# requests\n\nHTTP for humans: sessions, adapters and auth.\n")
+    go = base / "gochi"
+    (go / "middleware").mkdir(parents=True)
+    (go / "mux.go").write_text(ROUTER)
+    (go / "middleware" / "logger.go").write_text(MIDDLEWARE)
+    (go / "README.md").write_text("# chi\n\nA lightweight router for Go HTTP services.\n")
+    return {"pyreq": py, "gochi": go}
+
+
+@pytest.fixture
+def repos(tmp_path: Path) -> dict[str, Path]:
+    return make_repos(tmp_path / "repos")
+
+
+@pytest.fixture
+def built(ray_cluster, repos: dict[str, Path], tmp_path: Path) -> tuple[Corpus, dict[str, Path]]:  # type: ignore[no-untyped-def]
+    store = tmp_path / "store"
+    c = corpus(store)
+    c.build([str(p) for p in repos.values()])
+    return c, repos
+
+
+def table_ids(c: Corpus) -> list[int]:
+    ds = c.store.open(CHUNKS, c.store.manifest().versions[CHUNKS])
+    assert ds is not None
+    return ds.to_table(columns=["chunk_id"])["chunk_id"].to_pylist()
+
+
+QUERIES = ["session redirect method", "super_len", "middleware logs request", "should_strip_auth", "HTTP route",
+           "Mux", "send request adapter", "how is the length of a body computed", "netrc auth url"]
+
+
+def test_build_then_search_both_repositories_and_each(built: tuple[Corpus, dict[str, Path]]) -> None:
+    c, repos = built
+    status = c.status()
+    assert status["repos"] == 2 and set(status["repositories"]) == {"pyreq", "gochi"}
+    assert status["chunks"] == len(table_ids(c)) > 0
+    assert c.last_report is not None and c.last_report.inserted == status["chunks"]
+    both = c.search("middleware logs request and session redirect", k=10)
+    assert {h.repo for h in both} == {"pyreq", "gochi"}
+    for name in repos:
+        hits = c.search("middleware logs request and session redirect", k=10, repos=[name])
+        assert hits and {h.repo for h in hits} == {name}
+    top = c.search("super_len", k=3)[0]
+    assert (top.repo, top.path) == ("pyreq", "src/requests/utils.py") and "super_len" in top.symbols
+    assert "def super_len" in top.text and str(top) == f"{top.location}  ({top.score:.4f}, source)"
+    assert c.search("Recoverer", k=1, repos="gochi", mode="bm25")[0].path == "middleware/logger.go"
+    source = c.search("super len", k=10, kinds="source")
+    assert source and all(h.kind == "source" for h in source)
+    scoped = c.search("request", k=10, scope="src/requests", repos=None)
+    assert scoped and all(h.path.startswith("src/requests/") for h in scoped)
+
+
+def test_a_repository_scoped_search_ranks_as_a_single_index(built: tuple[Corpus, dict[str, Path]], tmp_path: Path) -> None:
+    """The reference: each repository indexed alone by CodeSearch (static tier, same models), same hits and scores."""
+    c, repos = built
+    for name, root in repos.items():
+        single = CodeSearch(root, index_dir=tmp_path / f"single-{name}", **models())  # type: ignore[arg-type]
+        single.index(tier="static")
+        for query in QUERIES:
+            for mode in ("hybrid", "bm25", "dense"):
+                expected = [(h.path, h.start_line, h.end_line, h.score) for h in single.search(query, k=10, mode=mode)]
+                got = [(h.path, h.start_line, h.end_line, h.score) for h in c.search(query, k=10, repos=[name], mode=mode)]
+                assert got == expected, (name, query, mode)
+            expected = [h.location for h in single.search(query, k=5, kinds="source", exclude="*adapters*")]
+            assert [h.location for h in c.search(query, k=5, repos=name, kinds="source", exclude="*adapters*")] \
+                == expected
+
+
+def test_refresh_embeds_only_changed_chunks_and_drops_deleted_files(built: tuple[Corpus, dict[str, Path]]) -> None:
+    c, repos = built
+    before = c.status()
+    unchanged = c.refresh(["gochi"])  # a repository of the corpus, by name: refreshed from its folder
+    assert (unchanged.repos, unchanged.inserted) == (1, 0)
+    unchanged = c.refresh()
+    assert (unchanged.inserted, unchanged.deleted, unchanged.embedded_static, unchanged.changed_files) == (0, 0, 0, 0)
+    py = repos["pyreq"]
+    (py / "src" / "requests" / "utils.py").write_text(UTILS + '\n\ndef quokka_total(o):\n    """Count quokkas."""\n'
+                                                      '    return 7\n')
+    (py / "src" / "requests" / "adapters.py").unlink()
+    (repos["gochi"] / "tree.go").write_text("package chi\n\n// Walk visits every wombat route of the tree.\n"
+                                            "func Walk(r Routes) error {\n    return nil\n}\n")
+    report = c.refresh()
+    assert report.changed_files == 2  # utils.py and tree.go; adapters.py is only deleted
+    # Only the chunks of the two changed files were embedded (the small functions of utils.py share a chunk).
+    changed_chunks = sum(1 for h in c.search("quokka wombat super netrc walk", k=50, mode="bm25")
+                         if h.path in ("src/requests/utils.py", "tree.go"))
+    assert report.inserted == report.embedded_static == changed_chunks == 2
+    ids = table_ids(c)
+    assert len(ids) == len(set(ids))
+    assert c.status()["chunks"] == len(ids) == before["chunks"] + report.inserted - report.deleted
+    assert report.deleted == 2  # utils.py's old chunk and adapters.py's
+    assert c.search("quokka_total", k=1)[0].path == "src/requests/utils.py"
+    assert c.search("wombat route", k=1, repos="gochi")[0].path == "tree.go"
+    assert not [h for h in c.search("HTTPAdapter send close", k=20) if h.path.endswith("adapters.py")]
+    assert c.status()["repositories"]["pyreq"]["files"] == before["repositories"]["pyreq"]["files"] - 1
+
+
+def test_refresh_with_the_transformer_tier_keeps_both_tiers(ray_cluster, repos: dict[str, Path],  # type: ignore[no-untyped-def]
+                                                            tmp_path: Path) -> None:
+    c = corpus(tmp_path / "store")
+    report = c.build([str(p) for p in repos.values()], tier="full")
+    # Test files are left to keywords and the static tier, as in a single index.
+    assert report.embedded_full < report.embedded_static == report.inserted
+    assert c.status()["tier"] == "full"
+    (repos["gochi"] / "mux.go").write_text(ROUTER + "\n// Route names a platypus path.\nfunc Route() {}\n")
+    again = c.refresh()
+    assert again.tier == "full" and again.embedded_full == again.embedded_static == 1
+    single = CodeSearch(repos["gochi"], index_dir=tmp_path / "single", **models())  # type: ignore[arg-type]
+    single.index()
+    for query in QUERIES:
+        expected = [(h.location, h.score) for h in single.search(query, k=10)]
+        assert [(h.location, h.score) for h in c.search(query, k=10, repos="gochi")] == expected, query
+
+
+def test_a_static_corpus_upgrades_to_the_transformer_tier(ray_cluster, repos: dict[str, Path],  # type: ignore[no-untyped-def]
+                                                         tmp_path: Path) -> None:
+    """The transformer tier added later (refresh with tier='full') ranks as a corpus built with it at once."""
+    c = corpus(tmp_path / "store")
+    c.build([str(p) for p in repos.values()])
+    assert c.status()["tier"] == "static"
+    report = c.refresh(tier="full")
+    assert report.inserted == report.deleted == report.embedded_static == 0 and report.updated > 0
+    assert report.embedded_full == report.updated  # every chunk the transformer reads, none of the test files
+    assert c.status()["tier"] == "full" and len(table_ids(c)) == len(set(table_ids(c)))
+    at_once = corpus(tmp_path / "at-once")
+    at_once.build([str(p) for p in repos.values()], tier="full")
+    for query in QUERIES:
+        for repo in repos:
+            assert [(h.location, h.score) for h in c.search(query, k=10, repos=repo)] == \
+                [(h.location, h.score) for h in at_once.search(query, k=10, repos=repo)], (query, repo)
+
+
+KILLED_REFRESH = """
+import sys
+sys.path[:0] = [{tests!r}, {root!r}]
+from test_corpus import corpus
+corpus({store!r}).refresh()
+print("finished")
+"""
+
+
+@pytest.mark.parametrize("point", ["chunks", "files", "manifest"])
+def test_kill_9_during_a_refresh_leaves_the_old_or_the_new_corpus(built: tuple[Corpus, dict[str, Path]], point: str) -> None:
+    """A refresh SIGKILLed right after a commit (chunks, files, or the manifest) leaves one whole version."""
+    c, repos = built
+    old_hits = [h.location for h in c.search("super_len", k=3, repos="pyreq")]
+    old_ids = sorted(table_ids(c))
+    (repos["pyreq"] / "src" / "requests" / "utils.py").write_text(UTILS.replace("super_len", "echidna_len"))
+    script = KILLED_REFRESH.format(tests=str(TESTS), root=str(ROOT), store=str(c.store.uri))
+    env = {**os.environ, KILL_ENV: point,
+           "PYTHONPATH": os.pathsep.join([str(ROOT), str(TESTS), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == -9, proc.stderr[-2000:]
+    reader = corpus(Path(c.store.uri))
+    ids = table_ids(reader)
+    assert len(ids) == len(set(ids))
+    echidna = [h for h in reader.search("echidna_len", k=3, repos="pyreq", mode="bm25") if "echidna" in h.text]
+    if point == "manifest":
+        assert echidna and sorted(ids) != old_ids  # the new corpus, whole
+    else:
+        assert not echidna and sorted(ids) == old_ids  # the old corpus, whole
+        assert [h.location for h in reader.search("super_len", k=3, repos="pyreq")] == old_hits
+    # The next refresh rolls back what the killed one committed after the manifest, and finishes the work.
+    reader.refresh()
+    ids = table_ids(reader)
+    assert len(ids) == len(set(ids))
+    assert [h for h in reader.search("echidna_len", k=3, repos="pyreq", mode="bm25") if "echidna" in h.text]
+    assert not [h for h in reader.search("super_len", k=10, repos="pyreq", mode="bm25") if "def super_len" in h.text]
+
+
+def test_another_model_is_refused_and_nothing_is_written(built: tuple[Corpus, dict[str, Path]]) -> None:
+    c, repos = built
+    manifest_before = (Path(c.store.uri) / "corpus.json").read_text()
+    other = Corpus(c.store.uri, model=HashingEmbedder("other-model", 64), static=HashingEmbedder("other-model", 32))
+    for call in (lambda: other.search("super_len"), other.refresh,
+                 lambda: other.build([str(repos["pyreq"])])):
+        with pytest.raises(ModelMismatchError, match="built with model 'hashing'"):
+            call()
+    same_name = Corpus(c.store.uri, model=HashingEmbedder("hashing", 64), static=HashingEmbedder("hashing", 32, salt="x"))
+    with pytest.raises(ModelMismatchError, match="another export"):
+        same_name.search("super_len")
+    assert same_name.search("super_len", mode="bm25")  # keywords need no model
+    assert (Path(c.store.uri) / "corpus.json").read_text() == manifest_before
+
+
+def test_bad_inputs_are_one_line_errors_and_write_nothing(ray_cluster, built: tuple[Corpus, dict[str, Path]],  # type: ignore[no-untyped-def]
+                                                          tmp_path: Path) -> None:
+    c, repos = built
+    fresh = tmp_path / "fresh"
+    started = time.perf_counter()
+    with pytest.raises(ClusterUnavailableError, match="cannot reach the Ray cluster at 127.0.0.1:9"):
+        corpus(fresh).build([str(repos["pyreq"])], ray_address="127.0.0.1:9")
+    assert time.perf_counter() - started < 10 and not fresh.exists()
+    not_a_corpus = tmp_path / "elsewhere"
+    not_a_corpus.mkdir()
+    (not_a_corpus / "notes.txt").write_text("mine")
+    with pytest.raises(CorpusNotFoundError, match="is not a codesearch corpus"):
+        corpus(not_a_corpus).build([str(repos["pyreq"])])
+    for call in (lambda: corpus(not_a_corpus).search("x"), lambda: corpus(not_a_corpus).status(),
+                 lambda: corpus(tmp_path / "nothing").refresh()):
+        with pytest.raises(CorpusNotFoundError):
+            call()
+    assert sorted(p.name for p in not_a_corpus.iterdir()) == ["notes.txt"]
+    with pytest.raises(RepositoryNotInCorpusError, match="'flask' is not in the corpus"):
+        c.search("x", repos=["flask"])
+    other = tmp_path / "flask"
+    other.mkdir()
+    (other / "app.py").write_text("def route(): pass\n")
+    with pytest.raises(RepositoryNotInCorpusError, match="'flask' is not in the corpus"):
+        c.refresh([str(other)])
+    with pytest.raises(ValueError, match="two repositories named"):
+        c.build([str(repos["pyreq"]), f"pyreq={other}"])
+    with pytest.raises(ValueError, match="k must be at least 1"):
+        c.search("x", k=0)
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "codesearch.cli", *args], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])})
+
+
+def test_cli_errors_are_one_line_with_exit_code_2(built: tuple[Corpus, dict[str, Path]], tmp_path: Path) -> None:
+    c, repos = built
+    not_a_corpus = tmp_path / "elsewhere"
+    not_a_corpus.mkdir()
+    (not_a_corpus / "notes.txt").write_text("mine")
+    cases = [
+        (["corpus", "search", "x", str(not_a_corpus)], "is not a codesearch corpus"),
+        (["corpus", "status", str(tmp_path / "nothing")], "is not a codesearch corpus"),
+        (["corpus", "search", "x", c.store.uri, "--repo", "flask", "--model", "hashing"], "'flask' is not in the corpus"),
+        (["corpus", "search", "x", c.store.uri], "built with model 'hashing', not 'minilm'"),
+        (["corpus", "build", str(tmp_path / "new"), str(repos["pyreq"]), "--ray-address", "127.0.0.1:9"],
+         "cannot reach the Ray cluster"),
+    ]
+    for args, message in cases:
+        proc = run_cli(*args)
+        assert proc.returncode == 2, (args, proc.stderr)
+        assert proc.stderr.count("\n") == 1 and message in proc.stderr, (args, proc.stderr)
+    assert not (tmp_path / "new").exists()
+    for command in ("build", "refresh", "search", "status"):
+        assert run_cli("corpus", command, "--help").returncode == 0
+
+
+def test_cli_status_json(built: tuple[Corpus, dict[str, Path]]) -> None:
+    c, _ = built
+    proc = run_cli("corpus", "status", c.store.uri, "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["repositories"].keys() == {"pyreq", "gochi"}
+
+
+def test_mcp_serves_a_corpus(built: tuple[Corpus, dict[str, Path]]) -> None:
+    from codesearch.mcp_server import CorpusWorkspace, tool_corpus_search, tool_corpus_status
+
+    c, _ = built
+    ws = CorpusWorkspace(c)
+    answer = tool_corpus_search(ws, "super_len", repo="pyreq", k=2)
+    assert answer["repo"] == "pyreq" and answer["hits"][0]["repo"] == "pyreq"
+    assert answer["hits"][0]["location"].startswith("src/requests/utils.py:")
+    assert {h["repo"] for h in tool_corpus_search(ws, "middleware request session", k=10)["hits"]} == {"pyreq", "gochi"}
+    assert tool_corpus_status(ws)["repos"] == 2
+    assert tool_corpus_status(ws, repo="gochi")["repo"] == "gochi"
+    with pytest.raises(RepositoryNotInCorpusError):
+        tool_corpus_search(ws, "x", repo="flask")
+
+
+@pytest.mark.slow
+def test_the_real_models_build_and_answer(ray_cluster, repos: dict[str, Path], tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """MiniLM's static tier and its int8 transformer, loaded in the actors, answer as a single index does."""
+    pytest.importorskip("onnxruntime")
+    c = Corpus(tmp_path / "store", model="minilm")
+    report = c.build([str(repos["pyreq"])], tier="full")
+    assert report.embedded_full > 0 and c.status()["full"]["dim"] == 384 and c.status()["static"]["dim"] == 256
+    single = CodeSearch(repos["pyreq"], index_dir=tmp_path / "single")
+    single.index()
+    for query in QUERIES[:4]:
+        assert [h.location for h in c.search(query, k=5, repos="pyreq")] == [h.location for h in single.search(query, k=5)]
+    shutil.rmtree(tmp_path / "store")
