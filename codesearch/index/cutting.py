@@ -12,11 +12,14 @@ would cost more than it saves.
 from __future__ import annotations
 
 import hashlib
+import logging
 import multiprocessing
+import os
 import sys
 from collections import Counter, deque
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -28,6 +31,8 @@ from codesearch.files.scan import decode_bytes
 from codesearch.files.walk import SkipReason
 from codesearch.keyword.tokens import code_tokens
 from codesearch.types import TextEmbedder
+
+logger = logging.getLogger(__name__)
 
 POOL_MIN_BYTES = 8 << 20
 """Below this many bytes to cut, files are cut in this process (a worker pool takes about a second to start)."""
@@ -176,15 +181,37 @@ def cut_in_order(tasks: Sequence[FileTask], chunking: str, params: ChunkParams, 
 
     by_name = static.spec if isinstance(static, StaticEmbedder) else None
     fingerprint = static.fingerprint if by_name is not None and static is not None else None
-    method = "forkserver" if sys.platform.startswith("linux") else "spawn"
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context(method)) as pool:
-        pending: deque[Future[list[CutFile]]] = deque()
+    if not _workers_can_start():
         for batch in _batches(tasks):
-            pending.append(pool.submit(cut_files, batch, chunking, params, max_file_bytes, by_name, fingerprint))
-            if len(pending) >= 2 * workers:
-                yield from pending.popleft().result()
-        while pending:
-            yield from pending.popleft().result()
+            yield from cut_files(batch, chunking, params, max_file_bytes)
+        return
+    method = "forkserver" if sys.platform.startswith("linux") else "spawn"
+    batches = iter(_batches(tasks))
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context(method)) as pool:
+        pending: deque[tuple[list[FileTask], Future[list[CutFile]]]] = deque()
+        try:
+            for batch in batches:
+                pending.append((batch, pool.submit(cut_files, batch, chunking, params, max_file_bytes, by_name,
+                                                   fingerprint)))
+                if len(pending) >= 2 * workers:
+                    yield from pending[0][1].result()
+                    pending.popleft()
+            while pending:
+                yield from pending[0][1].result()
+                pending.popleft()
+        except BrokenProcessPool as error:
+            # A worker died (killed, out of memory, or it could not start): what it had not returned is cut here.
+            logger.warning("a cutting worker stopped (%s); the rest is cut in this process", error)
+    for batch in [b for b, _ in pending] + list(batches):
+        yield from cut_files(batch, chunking, params, max_file_bytes)
+
+
+def _workers_can_start() -> bool:
+    """Whether a worker process can import this program's ``__main__`` as spawned workers do: not a script read
+    from standard input (``python -``), whose path ``<stdin>`` a worker cannot open."""
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    return path is None or os.path.exists(path)
 
 
 __all__ = ["BATCH_BYTES", "POOL_MIN_BYTES", "CutChunk", "CutFile", "FileTask", "cut_files", "cut_in_order"]
