@@ -23,6 +23,7 @@ from codesearch.embedding.catalogue import DEFAULT_MODEL, ModelSpec, resolve_mod
 from codesearch.embedding.distill import STATIC_EMBEDDINGS_FILE, export_static, find_static
 from codesearch.embedding.onnx import TOKENIZER_FILE
 from codesearch.embedding.vectors import l2_normalize
+from codesearch.embedding.wordpiece import WordPieceWords
 from codesearch.exceptions import ModelNotAvailableError
 from codesearch.jsonfiles import sha256_json
 
@@ -75,6 +76,8 @@ class StaticEmbedder:
         self.normalize = bool(manifest.get("normalize", True))
         self.unk_token_id = manifest.get("unk_token_id")
         self.max_chars = MAX_TOKENS * max(int(manifest.get("median_token_length", 4)), 1)
+        # Plain-ASCII texts are split into words and each word's pieces remembered (the same ids, about 5x faster).
+        self._words = WordPieceWords.of(self.tokenizer, self.unk_token_id)
         material = {"sha256": self.export.sha256, "max_tokens": MAX_TOKENS, "normalize": self.normalize}
         self.fingerprint = sha256_json(material)
 
@@ -86,13 +89,16 @@ class StaticEmbedder:
         started = time.perf_counter()
         encode = getattr(self.tokenizer, "encode_batch_fast", self.tokenizer.encode_batch)
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        embeddings, unk = self.embeddings, self.unk_token_id
+        embeddings, unk, words = self.embeddings, self.unk_token_id, self._words
         for first in range(0, len(texts), BATCH):
-            encodings = encode([t[: self.max_chars] for t in texts[first:first + BATCH]], add_special_tokens=False)
-            for row, encoding in enumerate(encodings, start=first):
-                ids = encoding.ids
-                if unk is not None and unk in ids:
-                    ids = [i for i in ids if i != unk]
+            batch = [t[: self.max_chars] for t in texts[first:first + BATCH]]
+            known: list[list[int] | None] = [words.ids(t) for t in batch] if words is not None else [None] * len(batch)
+            rest = [i for i, ids in enumerate(known) if ids is None]
+            if rest:  # texts the fast path does not take, through the tokenizer in one call
+                for i, encoding in zip(rest, encode([batch[i] for i in rest], add_special_tokens=False)):
+                    ids = encoding.ids
+                    known[i] = [t for t in ids if t != unk] if unk is not None and unk in ids else ids
+            for row, ids in enumerate(known, start=first):
                 if ids:
                     # One text's tokens at a time: the gathered rows stay in cache (gathering a
                     # whole repository's tokens at once moved ~1 GB through memory).
