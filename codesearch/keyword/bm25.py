@@ -366,6 +366,14 @@ class BM25:
             )
 
 
+class _Numbering(dict[str, int]):
+    """Term → its number, a new term numbered on first sight (the lookup stays in C for the terms already seen)."""
+
+    def __missing__(self, term: str) -> int:
+        number = self[term] = len(self)
+        return number
+
+
 class BM25Builder:
     """Fit BM25 one document at a time into flat arrays (no object per term and document).
 
@@ -377,7 +385,7 @@ class BM25Builder:
     """
 
     def __init__(self) -> None:
-        self.vocabulary: dict[str, int] = {}
+        self.vocabulary: dict[str, int] = _Numbering()
         self._terms = array("i")
         self._counts = array("i")
         self._lengths = array("i")  # distinct terms per document
@@ -392,9 +400,8 @@ class BM25Builder:
 
     def add_counts(self, terms: Iterable[str], counts: Iterable[int]) -> None:
         """Add a document by its distinct terms and their counts."""
-        vocabulary = self.vocabulary
         before = len(self._terms)
-        self._terms.extend(vocabulary.setdefault(t, len(vocabulary)) for t in terms)
+        self._terms.extend(map(self.vocabulary.__getitem__, terms))  # a new term numbered by _Numbering
         self._counts.extend(counts)
         self._lengths.append(len(self._terms) - before)
 
