@@ -69,3 +69,50 @@ def test_a_stand_in_static_model_is_embedded_here_when_workers_cut(tmp_path: Pat
     report = cs.index(tier="static")
     assert report.static_embedded == report.chunks and sum(static.calls) == report.chunks
     assert cs.search("helper_3", k=1)[0].path == "pkg3/utils.py"
+
+
+def _dies_in_a_worker(*args, **kwargs):  # type: ignore[no-untyped-def]
+    """``cut_files`` as a worker that is killed mid-build sees it; the building process cuts as usual."""
+    import multiprocessing
+    import os
+
+    if multiprocessing.parent_process() is not None:
+        os._exit(1)
+    return cut_files(*args, **kwargs)
+
+
+def test_a_worker_that_dies_leaves_its_batches_to_this_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                               caplog: pytest.LogCaptureFixture) -> None:
+    tasks = _tasks(_tree(tmp_path / "repo", copies=4))
+    params = codesearch.chunking.ChunkParams.for_chunking("definitions")
+    here = cut_files(tasks, "definitions", params, 1 << 20)
+    monkeypatch.setattr(cutting, "POOL_MIN_BYTES", 0)
+    monkeypatch.setattr(cutting, "BATCH_BYTES", 4096)  # several batches, some in flight when the pool breaks
+    monkeypatch.setattr(cutting, "cut_files", _dies_in_a_worker)
+    with caplog.at_level("WARNING", logger="codesearch.index.cutting"):
+        pooled = list(cut_in_order(tasks, "definitions", params, 1 << 20, workers=2))
+    assert pooled == here  # every file once, in order
+    assert "cutting worker stopped" in caplog.text
+
+
+def test_a_build_run_from_standard_input_cuts_in_this_process(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    root = _tree(tmp_path / "repo", copies=4)
+    script = (
+        "import sys\n"
+        "from codesearch.index import cutting\n"
+        "from codesearch.chunking import ChunkParams\n"
+        f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+        "from test_cutting import _tasks\n"
+        "from pathlib import Path\n"
+        "cutting.POOL_MIN_BYTES = 0\n"
+        f"tasks = _tasks(Path({str(root)!r}))\n"
+        "params = ChunkParams.for_chunking('definitions')\n"
+        "print(list(cutting.cut_in_order(tasks, 'definitions', params, 1 << 20, workers=2)) == "
+        "cutting.cut_files(tasks, 'definitions', params, 1 << 20))\n"
+    )
+    done = subprocess.run([sys.executable, "-"], input=script, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "True"
