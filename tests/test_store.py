@@ -181,6 +181,38 @@ def test_each_save_is_a_new_generation_and_older_ones_are_deleted(tmp_path):
     assert (tmp_path / "gen-3").is_dir()
 
 
+def test_an_array_mapped_from_the_live_generation_is_linked_into_the_next_not_written_again(tmp_path):
+    store = IndexStore(tmp_path)
+    store.save(make_state(1))
+    mapped = store.load(mmap=True)
+    mapped.verification.wait()
+    kept = tmp_path / "gen-1" / "vectors.npy"
+    inode = kept.stat().st_ino
+    changed = dict(mapped.arrays)
+    changed["bm25_indices"] = np.asarray(mapped.arrays["bm25_indices"]) + 1  # a new array: written
+    changed["vectors"] = np.asarray(mapped.arrays["vectors"])  # a view of the whole mapping: linked
+    changed["bm25_data"] = mapped.arrays["bm25_data"][::-1]  # same bytes, another order: written
+    store.save(IndexSnapshot(mapped.manifest, mapped.chunks, changed))
+    assert (tmp_path / "gen-2" / "vectors.npy").stat().st_ino == inode
+    assert (tmp_path / "gen-2" / "bm25_data.npy").stat().st_ino != inode
+    assert store.verify() > 0  # every file's recorded sha256 holds, the linked one included
+    again = store.load()
+    np.testing.assert_array_equal(again.arrays["vectors"], make_state(1).arrays["vectors"])
+    np.testing.assert_array_equal(again.arrays["bm25_data"], make_state(1).arrays["bm25_data"][::-1])
+    np.testing.assert_array_equal(again.arrays["bm25_indices"], make_state(1).arrays["bm25_indices"] + 1)
+
+
+def test_a_mapped_array_whose_file_is_gone_is_written_instead(tmp_path):
+    store = IndexStore(tmp_path)
+    store.save(make_state(1))
+    mapped = store.load(mmap=True)
+    mapped.verification.wait()
+    store.save(make_state(2))  # gen-1 is deleted; the mapping stays readable
+    assert not (tmp_path / "gen-1").exists()
+    store.save(IndexSnapshot(mapped.manifest, mapped.chunks, dict(mapped.arrays)))
+    assert store.load() == make_state(1)
+
+
 def test_snapshot_rejects_pickle_only_dtypes_bad_names_and_other_versions():
     with pytest.raises(ValueError, match="pickle"):
         IndexSnapshot({}, [], {"objs": np.array([{"a": 1}], dtype=object)})
@@ -330,11 +362,11 @@ def test_reader_retries_when_a_writer_deletes_its_generation(tmp_path, monkeypat
     original = IndexStore._read_generation
     calls = []
 
-    def commit_meanwhile(self, pointer, *, full, mmap=False):
+    def commit_meanwhile(self, pointer, *, full, mmap=False, written_here=False):
         calls.append(pointer.number)
         if len(calls) == 1:  # CURRENT was read; now a writer replaces and deletes gen-1
             writer.save(make_state(2))
-        return original(self, pointer, full=full, mmap=mmap)
+        return original(self, pointer, full=full, mmap=mmap, written_here=written_here)
 
     monkeypatch.setattr(IndexStore, "_read_generation", commit_meanwhile)
     assert reader.load() == make_state(2)

@@ -176,6 +176,10 @@ class Verification:
     def start(self) -> None:
         self._thread.start()
 
+    def passed(self) -> None:
+        """Take the files as checked (their writer hashed them as it wrote them)."""
+        self._done.set()
+
     def _run(self) -> None:
         try:
             for name, meta in self._files.items():
@@ -365,7 +369,7 @@ class IndexStore:
         with self.write_lock(timeout):
             return self._commit(snapshot.manifest, chunk_bytes, snapshot.arrays)
 
-    def load(self, *, mmap: bool = False) -> IndexSnapshot:
+    def load(self, *, mmap: bool = False, written_here: bool = False) -> IndexSnapshot:
         """Read and verify the live generation.
 
         The manifest is checked against ``CURRENT``. By default every file's
@@ -374,14 +378,16 @@ class IndexStore:
         index opens in milliseconds, and a process holds only the pages its
         queries touch): sizes are checked now, and the sha256 of every file by
         a background thread (:attr:`IndexSnapshot.verification`), whose
-        verdict :meth:`Verification.check` raises.
+        verdict :meth:`Verification.check` raises. ``written_here`` (with
+        ``mmap``, by the writer that has just committed it and still holds the
+        lock) skips that thread: the sha256 were computed as the files were written.
 
         Raises:
             IndexNotFoundError: nothing has been committed here.
             IndexCorruptError: a file is damaged or missing, or the index has
                 another format version; the message names the file.
         """
-        snapshot = self._read(full=True, mmap=mmap)
+        snapshot = self._read(full=True, mmap=mmap, written_here=written_here)
         assert isinstance(snapshot, IndexSnapshot)
         return snapshot
 
@@ -484,7 +490,11 @@ class IndexStore:
             array_meta: dict[str, dict[str, Any]] = {}
             for name, array in arrays.items():
                 filename = f"{name}.npy"
-                files[filename] = _write_array(tmp / filename, array)
+                carried = _carried(array)
+                if carried is not None and _link(carried[0], tmp / filename):
+                    files[filename] = carried[1]  # an array of the live generation, unchanged: its file, linked
+                else:
+                    files[filename] = _write_array(tmp / filename, array)
                 array_meta[name] = {"file": filename, "dtype": array.dtype.str, "shape": list(array.shape)}
             record = {
                 "format_version": FORMAT_VERSION,
@@ -554,7 +564,7 @@ class IndexStore:
 
     # -- reading -------------------------------------------------------------
 
-    def _read(self, *, full: bool, mmap: bool = False) -> IndexSnapshot | dict[str, Any]:
+    def _read(self, *, full: bool, mmap: bool = False, written_here: bool = False) -> IndexSnapshot | dict[str, Any]:
         current = self._directory / _CURRENT
         for attempt in range(_READ_ATTEMPTS):
             try:
@@ -565,7 +575,7 @@ class IndexStore:
                 ) from None
             pointer = _parse_current(raw, self._directory)
             try:
-                return self._read_generation(pointer, full=full, mmap=mmap)
+                return self._read_generation(pointer, full=full, mmap=mmap, written_here=written_here)
             except (FileNotFoundError, NotADirectoryError, IndexCorruptError) as err:
                 # A writer may have switched CURRENT and deleted this generation
                 # meanwhile; only a failure under an unchanged CURRENT is damage.
@@ -587,7 +597,8 @@ class IndexStore:
             "try again when indexing has finished"
         )
 
-    def _read_generation(self, pointer: _Pointer, *, full: bool, mmap: bool = False) -> IndexSnapshot | dict[str, Any]:
+    def _read_generation(self, pointer: _Pointer, *, full: bool, mmap: bool = False,
+                         written_here: bool = False) -> IndexSnapshot | dict[str, Any]:
         gen_dir = self._directory / pointer.name
         manifest_path = gen_dir / _MANIFEST
         manifest_bytes = manifest_path.read_bytes()
@@ -610,7 +621,7 @@ class IndexStore:
         if not full:
             return manifest
         if mmap:
-            return self._map_files(gen_dir, files, array_meta, manifest)
+            return self._map_files(gen_dir, files, array_meta, manifest, written_here)
         with ExitStack() as stack:
             # Open every file before reading any: an open file stays readable on
             # POSIX even if a writer's clean-up deletes it, so a slow reader is
@@ -662,8 +673,10 @@ class IndexStore:
         files: dict[str, dict[str, Any]],
         array_meta: dict[str, dict[str, Any]],
         manifest: dict[str, Any],
+        written_here: bool = False,
     ) -> IndexSnapshot:
-        """The generation with its arrays memory-mapped; sizes checked now, sha256 by a background thread."""
+        """The generation with its arrays memory-mapped; sizes checked now, sha256 by a background thread
+        (unless ``written_here``)."""
         for name, meta in files.items():
             size = os.stat(gen_dir / name).st_size  # FileNotFoundError: the caller retries or reports it
             if size != meta["size"]:
@@ -687,13 +700,21 @@ class IndexStore:
                     raise ValueError(f"dtype/shape {array.dtype.str}{array.shape} differ from the manifest")
             except (ValueError, KeyError, TypeError, EOFError, SyntaxError) as err:
                 raise self._corrupt(path, f"unreadable: {err}") from err
+            if not small:
+                _remember_mapping(array, path, files[path.name])
+                # A plain view of the mapping: indexing an np.memmap runs Python code on every access (hundreds per
+                # query); the view reads the same pages and keeps the mapping alive.
+                array = array.view(np.ndarray)
             arrays[name] = array
         verification = Verification(gen_dir, {n: m for n, m in files.items() if n != _CHUNKS}, self._directory)
         try:
             snapshot = IndexSnapshot(manifest=manifest, chunks=chunks, arrays=arrays, verification=verification)
         except (ValueError, TypeError) as err:
             raise self._corrupt(gen_dir / _MANIFEST, f"invalid content: {err}") from err
-        verification.start()
+        if written_here:
+            verification.passed()
+        else:
+            verification.start()
         return snapshot
 
     def _corrupt(self, path: Path, reason: str) -> IndexCorruptError:
@@ -746,6 +767,39 @@ def _write_array(path: Path, array: np.ndarray) -> dict[str, Any]:
         handle.flush()
         os.fsync(handle.fileno())
     return {"size": writer.size, "sha256": writer.hexdigest()}
+
+
+_MAPPED: dict[tuple[int, int, str, tuple[int, ...]], tuple[Path, dict[str, Any]]] = {}
+"""Arrays this process has memory-mapped from a generation, by (address, bytes, dtype, shape): their file and its
+size and sha256. A commit links such an array's file into the new generation instead of writing it again (a tier
+upgrade or a refresh keeps most arrays as they are). An entry leaves when its mapping is collected."""
+
+
+def _array_key(array: np.ndarray) -> tuple[int, int, str, tuple[int, ...]]:
+    return array.__array_interface__["data"][0], array.nbytes, array.dtype.str, tuple(array.shape)
+
+
+def _remember_mapping(array: np.ndarray, path: Path, meta: dict[str, Any]) -> None:
+    key = _array_key(array)
+    _MAPPED[key] = (path, dict(meta))
+    weakref.finalize(array, _MAPPED.pop, key, None)
+
+
+def _carried(array: np.ndarray) -> tuple[Path, dict[str, Any]] | None:
+    """The file of a generation that holds exactly ``array`` (the whole of a mapping, or a view of all of it)."""
+    if not isinstance(array, np.ndarray) or not array.flags.c_contiguous or not _MAPPED:
+        return None
+    return _MAPPED.get(_array_key(array))
+
+
+def _link(source: Path, target: Path) -> bool:
+    """Hard-link a generation's file into another (its bytes never change); ``False`` where links fail (the
+    file went with its generation, or the file system has none): the caller writes it instead."""
+    try:
+        os.link(source, target)
+    except OSError:
+        return False
+    return True
 
 
 def _read_verified(handle: BinaryIO, meta: dict[str, Any], *, chunked: bool = False) -> bytes:
