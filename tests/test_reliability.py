@@ -256,8 +256,8 @@ def test_one_flipped_byte_in_any_index_file_is_detected(tmp_path: Path) -> None:
         except IndexCorruptError:
             continue
         loaded = fresh._session.current()[0]
-        if loaded.verification is None:  # rebuilt by the refresh
-            assert fresh.last_search is not None and fresh.last_search.refreshed, name
+        assert fresh.last_search is not None and loaded.verification is not None
+        if fresh.last_search.refreshed:  # rebuilt by the refresh
             assert fresh.verify() > 0 and not (index_dir / name).exists()
             continue
         assert loaded.verification.wait(30)

@@ -471,6 +471,30 @@ def test_vectors_agree_with_a_rebuild_after_refreshes(repo: Path, tmp_path: Path
         np.testing.assert_allclose(a.arrays[name], b.arrays[name], atol=1e-6)
 
 
+def test_adding_the_transformer_to_an_unchanged_tree_keeps_the_rest_as_committed(repo: Path, tmp_path: Path) -> None:
+    """The usual upgrade (a first answer, then ``index``) cuts nothing again: the committed columns, keywords and
+    static vectors are carried into the new generation by link, and the index is the one a rebuild makes."""
+    for path in repo.rglob("*.py"):  # older than the racy window, so their stat is trusted as it is
+        os.utime(path, ns=(10**18, 10**18))
+    cs, _, _ = _two_tier(repo, tmp_path / "index")
+    cs.search("netrc", k=1)  # the static tier
+    generation = next((tmp_path / "index").glob("gen-*"))
+    texts = (generation / "chunk_texts.npy").stat().st_ino
+    report = cs.index()
+    assert (report.tier, report.changed_files, report.static_embedded, report.removed) == ("full", 0, 0, 0)
+    assert report.embedded == report.chunks
+    after = next((tmp_path / "index").glob("gen-*"))
+    assert after != generation and (after / "chunk_texts.npy").stat().st_ino == texts
+    rebuilt, _, _ = _two_tier(repo, tmp_path / "rebuilt", fast_start=False)
+    rebuilt.index()
+    a, b = cs.store.load(), rebuilt.store.load()
+    assert sorted(a.arrays) == sorted(b.arrays)
+    for name in a.arrays:
+        np.testing.assert_array_equal(a.arrays[name], b.arrays[name], err_msg=name)
+    assert [(h.path, h.start_line, h.score) for h in cs.search("netrc auth", k=5)] == \
+        [(h.path, h.start_line, h.score) for h in rebuilt.search("netrc auth", k=5)]
+
+
 def test_without_a_static_model_the_first_answer_comes_from_the_full_index(repo: Path, tmp_path: Path,
                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     import codesearch.embedding.static

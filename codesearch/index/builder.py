@@ -39,7 +39,7 @@ from codesearch.index.manifest import ARRAYS, BM25_PREFIX, IndexManifest, TierFa
 from codesearch.index.store import IndexSnapshot, IndexStore
 from codesearch.index.tiers import Tiers
 from codesearch.index.vectors import TIER_PARAMS, VectorSearch, reuse_by_key
-from codesearch.keyword import BM25Builder
+from codesearch.keyword import BM25, BM25Builder
 from codesearch.ranking.facts import SymbolTable
 from codesearch.scope import KINDS, kind_of
 from codesearch.types import FULL, KEYWORD, STATIC, Chunking, IndexReport, TextEmbedder, Tier
@@ -121,6 +121,20 @@ class _Previous:
         if int(c.file_size[number]) != listed.size or int(c.file_mtime[number]) != listed.mtime_ns:
             return None
         return number if listed.mtime_ns < self._trusted_before else None
+
+    def all_unchanged(self, listed: Sequence[Listed]) -> bool:
+        """Whether ``listed`` is the committed set of files, each with its recorded size and modification time
+        (and, for one modified within the racy window before the committed scan, its recorded bytes)."""
+        c = self.columns
+        if c is None or len(listed) != len(c.paths):
+            return False
+        for number, f in enumerate(listed):
+            if self.number(f.rel) != number or int(c.file_size[number]) != f.size \
+                    or int(c.file_mtime[number]) != f.mtime_ns:
+                return False
+            if f.mtime_ns >= self._trusted_before and _sha256_of(f.path) != bytes(c.file_sha256[number]):
+                return False
+        return True
 
     def sha256(self, path: str) -> bytes | None:
         """The hash the committed index recorded for ``path``."""
@@ -226,6 +240,29 @@ class _StaticStream:
         return out
 
 
+@dataclass
+class _Parts:
+    """What a build has before the transformer's tier: the columns, the fitted keywords, the symbol table, the
+    static vectors (``vectors[STATIC]`` where there are) and the counts its report gives."""
+
+    columns: ChunkColumns
+    bm25: BM25
+    symbols: SymbolTable
+    vectors: dict[Tier, np.ndarray]
+    static_facts: TierFacts | None
+    static_embedded: int
+    text_files: int
+    cut: int
+    kept_all: bool = False
+
+    @classmethod
+    def of(cls, previous: LoadedIndex) -> _Parts:
+        """The committed index's parts, as they are (memory-mapped: a commit links their files)."""
+        vectors = {STATIC: previous.vectors[STATIC]} if STATIC in previous.vectors else {}
+        return cls(previous.columns, previous.bm25, previous.symbols, vectors, previous.manifest.of(STATIC), 0,
+                   previous.manifest.n_files, 0, kept_all=True)
+
+
 class IndexBuilder:
     """Build or update the index of one repository in its store.
 
@@ -281,6 +318,28 @@ class IndexBuilder:
                              max_file_bytes=self.options.max_file_bytes, exclude_dirs=[self.store.directory])
         listed = sorted(listing.files, key=lambda f: f.rel)
         old = _Previous(previous, previous is not None and previous.manifest.chunker == self.options.chunker_facts())
+        if previous is not None and tier != KEYWORD and self._keeps_all(previous, old, listed):
+            parts = _Parts.of(previous)  # nothing to cut: columns, keywords and static vectors stay as committed
+        else:
+            parts = self._cut(tier, previous, old, listed, listing.files_seen, progress, commit)
+        return self._finish(tier, parts, previous, listing.walk_stats, scanned_ns, started, progress=progress,
+                            first_answer=first_answer, commit=commit)
+
+    def _keeps_all(self, previous: LoadedIndex, old: _Previous, listed: Sequence[Listed]) -> bool:
+        """Whether the committed index holds every file as it is now, and static vectors of this static model
+        where it loads: then a build only adds what a tier lacks (the transformer's vectors, a graph)."""
+        if not old.all_unchanged(listed):
+            return False
+        stored = previous.manifest.of(STATIC)
+        if not self.tiers.static_loads(self.root):
+            return STATIC not in previous.vectors
+        return STATIC in previous.vectors and stored is not None \
+            and stored.fingerprint == self.tiers.static_embedder.fingerprint
+
+    def _cut(self, tier: Tier, previous: LoadedIndex | None, old: _Previous, listed: Sequence[Listed],
+             files_seen: int, progress: bool, commit: bool) -> _Parts:
+        """Stream every file: unchanged ones taken from the committed index, the others cut; static vectors kept,
+        taken from the cutters or embedded; keyword counts gathered and fitted."""
         static: _StaticStream | None = None
         static_checked = False
         writer, keywords = ColumnsWriter(), BM25Builder()
@@ -338,20 +397,28 @@ class IndexBuilder:
         columns = writer.finish()
         if not len(columns):
             raise EmptyRepositoryError(
-                f"nothing to index under {self.root}: {listing.files_seen} files seen, "
+                f"nothing to index under {self.root}: {files_seen} files seen, "
                 f"{text_files} readable text files, 0 chunks (see `codesearch stats`)"
             )
-        if tier == STATIC and static is None:
+        parts = _Parts(columns, keywords.fit(), SymbolTable.build(_chunk_symbols(columns)), {}, None, 0,
+                       text_files, cut)
+        if static is not None:
+            parts.vectors[STATIC], parts.static_embedded = static.finish(len(columns)), static.embedded
+            embedder_ = static.vectors.embedder
+            parts.static_facts = TierFacts(embedder_.spec.name, embedder_.fingerprint, embedder_.dim)
+        return parts
+
+    def _finish(self, tier: Tier, parts: _Parts, previous: LoadedIndex | None, walk_stats: dict[str, Any],
+                scanned_ns: int, started: float, *, progress: bool, first_answer: bool,
+                commit: bool) -> tuple[LoadedIndex, IndexReport]:
+        """Add the transformer's vectors where the tier asks for them, the vector searches, and commit."""
+        columns, vectors, static_facts = parts.columns, parts.vectors, parts.static_facts
+        if tier == STATIC and STATIC not in vectors:
             if not first_answer:
                 raise ModelNotAvailableError(f"there is no static tier for {self.root} here; index the full tier instead")
             tier = FULL
-        vectors: dict[Tier, np.ndarray] = {}
-        static_facts = full_facts = None
-        embedded = static_embedded = 0
-        if static is not None:
-            vectors[STATIC], static_embedded = static.finish(len(columns)), static.embedded
-            embedder_ = static.vectors.embedder
-            static_facts = TierFacts(embedder_.spec.name, embedder_.fingerprint, embedder_.dim)
+        full_facts = None
+        embedded = 0
         unread_kinds = self._unread_kinds(previous)
         unread_codes = {KIND_CODES[k] for k in unread_kinds}
         read = np.flatnonzero(~np.isin(columns.kind, list(unread_codes))) if unread_codes else np.arange(len(columns))
@@ -367,45 +434,50 @@ class IndexBuilder:
             vectors[FULL], embedded = self._full_vectors(full, columns, read, heads, progress)
             full_facts = TierFacts(embedder.spec.name, embedder.fingerprint, embedder.dim, unread_kinds)
             tier = FULL
-        bm25 = keywords.fit()
-        symbols = SymbolTable.build(_chunk_symbols(columns))
         searches = self._graphs(vectors, columns, read, previous, graphs=tier == FULL)
         manifest = IndexManifest(
             root=str(self.root), tier=tier, full=full_facts, static=static_facts,
-            chunker=self.options.chunker_facts(), walk_stats=dict(listing.walk_stats),
-            use_ignore_files=self.options.use_ignore_files, n_files=text_files, n_chunks=len(columns),
+            chunker=self.options.chunker_facts(), walk_stats=dict(walk_stats),
+            use_ignore_files=self.options.use_ignore_files, n_files=parts.text_files, n_chunks=len(columns),
             scanned_ns=scanned_ns,
         )
         arrays = {ARRAYS[t]: v for t, v in vectors.items()}
         for t, search in searches.items():
             arrays.update(search.to_arrays(graph_prefix(t)))
         arrays.update(columns.to_arrays())
-        arrays.update(symbols.to_arrays())
-        arrays.update({BM25_PREFIX + name: array for name, array in bm25.to_arrays(copy=False).items()})
-        if commit:
-            self.store.save(IndexSnapshot(manifest.to_json(), [], arrays))
-            self.store.clear_checkpoint()
-            token = self.store.current_token()
+        arrays.update(parts.symbols.to_arrays())
+        arrays.update({BM25_PREFIX + name: array for name, array in parts.bm25.to_arrays(copy=False).items()})
+        if parts.kept_all:
+            removed = 0
         else:
-            token = previous.token if previous is not None else None
-        loaded = LoadedIndex(manifest, columns, vectors, bm25, symbols, token)
-        loaded.searches.update(searches)
-        old_keys = {bytes(k) for k in previous.columns.key} if previous is not None else set()
-        new_keys = {bytes(k) for k in columns.key}
-        report = IndexReport(
-            files=text_files,
+            old_keys = {bytes(k) for k in previous.columns.key} if previous is not None else set()
+            removed = len(old_keys - {bytes(k) for k in columns.key})
+        counts: dict[str, Any] = dict(
+            files=parts.text_files,
             chunks=len(columns),
             embedded=embedded,
             reused=(len(read) - len(heads) - embedded) if tier == FULL else (
-                len(columns) - static_embedded if static_facts is not None else 0),
-            removed=len(old_keys - new_keys),
-            seconds=round(time.perf_counter() - started, 3),
+                len(columns) - parts.static_embedded if static_facts is not None else 0),
+            removed=removed,
             tier=tier,
-            static_embedded=static_embedded,
-            changed_files=cut,
+            static_embedded=parts.static_embedded,
+            changed_files=parts.cut,
             unread=len(columns) - len(read) if tier == FULL else 0,
             shared=len(heads) if tier == FULL else 0,
         )
+        if commit:
+            self.store.save(IndexSnapshot(manifest.to_json(), [], arrays))
+            self.store.clear_checkpoint()
+            del arrays, vectors, searches, parts, columns
+            # What was just written, memory-mapped: the arrays built in memory are freed, a searcher holds only the
+            # pages its queries touch, and the next commit links the files it keeps unchanged.
+            token = self.store.current_token()
+            loaded = LoadedIndex.from_snapshot(self.store.load(mmap=True, written_here=True), token)
+        else:
+            loaded = LoadedIndex(manifest, columns, vectors, parts.bm25, parts.symbols,
+                                 previous.token if previous is not None else None)
+            loaded.searches.update(searches)
+        report = IndexReport(seconds=round(time.perf_counter() - started, 3), **counts)
         return loaded, report
 
     def _stream(self, listed: Sequence[Listed], old: _Previous, progress: bool,
@@ -489,6 +561,19 @@ class IndexBuilder:
             return frozenset() if self.options.embed_tests else UNREAD_BY_DEFAULT
         stored = previous.manifest.unread_kinds if previous is not None else None
         return UNREAD_BY_DEFAULT if stored is None else stored
+
+
+def _sha256_of(path: str) -> bytes | None:
+    import hashlib
+
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    except OSError:
+        return None
+    return digest.digest()
 
 
 def chunk_key_bytes(document: str) -> bytes:

@@ -67,6 +67,7 @@ class LoadedIndex:
         self.columns = columns
         self.vectors = vectors
         self.bm25 = bm25
+        self.symbols = symbols
         self.token = token
         self.verification = verification
         self.searches: dict[Tier, VectorSearch] = {}
@@ -221,7 +222,6 @@ class LoadedIndex:
                 if tier == FULL and static_vector is not None:
                     lists[LIST_OF[STATIC]] = self.vectors[STATIC] @ static_vector
             return rank_scores(query, lists, self.facts, ranking, k, mask, vectors, covered)
-
 
     def _rank_through_graph(self, search: VectorSearch, query: str, mode: Mode, tier: Tier, query_vector: np.ndarray,
                             ranking: Ranking, k: int, mask: np.ndarray | None) -> list[tuple[int, float]]:
