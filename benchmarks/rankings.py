@@ -4,7 +4,7 @@ A refactor keeps behaviour when this prints the same hits and scores before and
 after it. Usage:
 
     python benchmarks/rankings.py dump --semble-benchmarks SEMBLE/benchmarks --mirrors MIRRORS \
-        [--trees DIR] [--corpora S] [--requests R] [--index-dir DIR] [--reuse] --json OUT
+        [--trees DIR] [--corpora S] [--requests R] [--index-dir DIR] [--reuse] [--tiers full,static] --json OUT
     python benchmarks/rankings.py compare BEFORE.json AFTER.json [--tolerance 1e-9]
 
 ``dump`` builds (or with ``--reuse`` opens) a full index and a static-tier index
@@ -87,7 +87,7 @@ def dump(args: argparse.Namespace) -> int:
     out: dict[str, Any] = {"corpora": {}}
     for name, root, queries in corpora(args):
         entry: dict[str, Any] = {"queries": queries, "digests": {}, "index_s": {}, "runs": {}}
-        for tier in ("full", "static"):
+        for tier in args.tiers:
             folder = args.index_dir / f"{name.replace('/', '-')}-{tier}"
             cs = CodeSearch(root, index_dir=folder)
             if not (args.reuse and cs.store.exists()):
@@ -120,6 +120,9 @@ def compare(before: dict[str, Any], after: dict[str, Any], tolerance: float) -> 
             if new["digests"].get(tier) != digest:
                 problems.append(f"{name} {tier}: the index differs (sha256 of chunks and arrays)")
         for run, results in old["runs"].items():
+            if run not in new["runs"]:
+                problems.append(f"{name} {run}: missing")
+                continue
             for query, was, now in zip(old["queries"], results, new["runs"].get(run, [])):
                 if [h[0] for h in was] != [h[0] for h in now]:
                     problems.append(f"{name} {run} {query!r}: hits differ\n  before {[h[0] for h in was]}\n"
@@ -142,6 +145,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     d.add_argument("--requests", type=Path, help="psf/requests v2.32.3")
     d.add_argument("--index-dir", type=Path, default=Path(tempfile.gettempdir()) / "codesearch-rankings")
     d.add_argument("--reuse", action="store_true", help="open indexes already in --index-dir instead of rebuilding")
+    d.add_argument("--tiers", type=lambda text: text.split(","), default=["full", "static"],
+                   help="the tiers to build and rank, comma-separated (default full,static; static alone takes minutes)")
     d.add_argument("--json", dest="json_out", type=Path, required=True)
     c = commands.add_parser("compare", help="compare two dumps")
     c.add_argument("before", type=Path)
