@@ -24,7 +24,8 @@ from conftest import SESSIONS, UTILS, HashingEmbedder
 
 from codesearch import CodeSearch
 from codesearch.corpus import Corpus
-from codesearch.corpus.schema import CHUNKS
+from codesearch.corpus import store as corpus_store
+from codesearch.corpus.schema import CHUNKS, FILES
 from codesearch.corpus.store import KILL_ENV
 from codesearch.exceptions import (
     ClusterUnavailableError,
@@ -124,7 +125,20 @@ def make_repos(base: Path) -> dict[str, Path]:
     (go / "mux.go").write_text(ROUTER)
     (go / "middleware" / "logger.go").write_text(MIDDLEWARE)
     (go / "README.md").write_text("# chi\n\nA lightweight router for Go HTTP services.\n")
+    (go / "testdata").mkdir()
+    (go / "testdata" / "golden.txt").write_bytes(b"\x00\x01 binary by its content\n")
+    for folder in (py, go):
+        age(folder)
     return {"pyreq": py, "gochi": go}
+
+
+def age(folder: Path, seconds: float = 3600.0) -> None:
+    """Date every file an hour back: files as old as a repository's, whose mtimes a corpus records (an mtime
+    within two seconds of the build is not trusted, and its file is hashed at every refresh until it is older)."""
+    when = time.time() - seconds
+    for path in folder.rglob("*"):
+        if path.is_file():
+            os.utime(path, (when, when))
 
 
 @pytest.fixture
@@ -249,6 +263,74 @@ def test_a_static_corpus_upgrades_to_the_transformer_tier(ray_cluster, repos: di
         for repo in repos:
             assert [(h.location, h.score) for h in c.search(query, k=10, repos=repo)] == \
                 [(h.location, h.score) for h in at_once.search(query, k=10, repos=repo)], (query, repo)
+
+
+def test_a_refresh_with_nothing_changed_reads_nothing_writes_nothing_and_starts_no_ray(
+        built: tuple[Corpus, dict[str, Path]]) -> None:
+    c, _ = built
+    build = c.last_report
+    assert build is not None and build.ray and build.optimized  # a build runs on Ray and indexes, as before
+    versions = c.store.manifest().versions
+    report = c.refresh()
+    assert (report.ray, report.unchanged_repos, report.hashed_files, report.changed_files) == (False, 2, 0, 0)
+    assert (report.inserted, report.deleted, report.file_rows, report.optimized) == (0, 0, 0, False)
+    assert c.store.manifest().versions == versions
+    # The binary file is recorded (so it is not read again) but counted with neither files nor chunks.
+    assert c.status()["repositories"]["gochi"]["files"] == 3
+
+
+def test_a_small_refresh_runs_in_process_and_leaves_its_rows_to_the_flat_scan(
+        built: tuple[Corpus, dict[str, Path]], monkeypatch: pytest.MonkeyPatch) -> None:
+    """One edited file: read, cut and embedded in this process (no Ray), its new chunk inserted outside the indexes
+    (no compaction or index update, however small the corpus), and found by every kind of search."""
+    c, repos = built
+    monkeypatch.setattr(corpus_store, "UNINDEXED_SHARE", 1.0)  # the test corpus is tiny: any row is a large share
+    logger = repos["gochi"] / "middleware" / "logger.go"
+    logger.write_text(MIDDLEWARE + "\n// Throttle limits a numbat's requests per second.\nfunc Throttle() {}\n")
+    report = c.refresh()
+    assert (report.ray, report.actors, report.unchanged_repos) == (False, 0, 1)
+    assert (report.hashed_files, report.changed_files, report.file_rows) == (1, 1, 1)
+    assert report.inserted == report.embedded_static == report.deleted == 1  # logger.go is one chunk, cut anew
+    assert not report.optimized
+    assert c.search("numbat Throttle", k=1)[0].path == "middleware/logger.go"  # full-text index and flat scan
+    assert c.search("numbat Throttle", k=1, mode="dense", repos=None)[0].path == "middleware/logger.go"
+    assert "numbat" in c.search("numbat Throttle", k=1, repos="gochi")[0].text
+    ids = table_ids(c)
+    assert len(ids) == len(set(ids)) == c.status()["chunks"]
+
+
+def test_a_touched_file_is_hashed_once_and_writes_no_chunk(built: tuple[Corpus, dict[str, Path]]) -> None:
+    c, repos = built
+    utils = repos["pyreq"] / "src" / "requests" / "utils.py"
+    when = time.time() - 60
+    os.utime(utils, (when, when))  # same bytes, another mtime
+    report = c.refresh()
+    assert (report.ray, report.unchanged_repos, report.hashed_files, report.changed_files) == (False, 1, 1, 0)
+    assert (report.inserted, report.deleted, report.embedded_static, report.file_rows) == (0, 0, 0, 1)
+    again = c.refresh()  # its new mtime is recorded: it is not read again
+    assert (again.hashed_files, again.unchanged_repos, again.file_rows) == (0, 2, 0)
+
+
+def test_a_files_table_without_mtimes_is_hashed_once_then_known(built: tuple[Corpus, dict[str, Path]]) -> None:
+    """A corpus written before the files table had ``mtime_ns``: every file is hashed once (none cut again), the
+    column is added and filled, and the next refresh reads nothing."""
+    import lance
+
+    c, repos = built
+    uri = c.store.table_uri(FILES)
+    old = lance.dataset(uri).to_table().drop_columns(["mtime_ns"])
+    manifest = c.store.manifest(fresh=True)
+    manifest.versions[FILES] = lance.write_dataset(old, uri, mode="overwrite").version
+    c.store.write_manifest(manifest)
+    files = c.status()["files"] + 1  # and the binary one
+    report = c.refresh()
+    assert (report.hashed_files, report.changed_files, report.inserted, report.deleted) == (files, 0, 0, 0)
+    assert report.file_rows == files and report.unchanged_repos == 0
+    assert c.refresh().hashed_files == 0
+    (repos["pyreq"] / "README.md").write_text("# requests\n\nHTTP for humans, and for wallabies.\n")
+    edited = c.refresh()
+    assert (edited.hashed_files, edited.changed_files, edited.inserted) == (1, 1, 1)
+    assert c.search("wallabies", k=1, mode="bm25")[0].path == "README.md"
 
 
 KILLED_REFRESH = """

@@ -7,9 +7,11 @@ output with ``iter_batches`` and commits it (:mod:`codesearch.corpus.store`).
 
 Each actor loads the static model (and the transformer, for the full tier)
 once, with onnxruntime's threads set to its CPUs. Per repository it reads what
-the corpus already holds of it (file hashes, chunk ids, model-input keys),
-walks and cuts the files whose sha256 changed with the library's own scanner
-and definition chunker (:func:`codesearch.index.cutting.cut_files`), embeds
+the corpus already holds of it (file hashes and stats, chunk ids, model-input
+keys), walks the repository, leaves unread the files whose size and mtime are
+those recorded (:mod:`codesearch.corpus.changes`), hashes the rest and cuts
+those whose sha256 changed with the library's own definition chunker
+(:func:`codesearch.index.cutting.cut_files`), embeds
 only chunk texts the corpus has no vector for (the others' vectors are read
 back from the corpus), and yields the rows to insert, then one ``done`` row
 with the chunk ids to delete and the repository's file manifest.
@@ -18,6 +20,10 @@ Scanning and cutting happen inside the actor rather than in an upstream
 ``flat_map``: a task stage feeding an actor pool that holds every CPU hangs
 in Ray 2.60 (ray#44687, reproduced here), and a repository's cut and
 embedding then stay on one machine.
+
+A refresh too small to pay for starting Ray runs the same worker in the
+driver (:func:`run_in_process`), with the driver's models: one code path for
+rows either way.
 """
 
 from __future__ import annotations
@@ -35,8 +41,10 @@ import numpy as np
 import pyarrow as pa
 
 from codesearch.chunking import Chunk, ChunkParams, document_text, window_heads
+from codesearch.corpus.changes import recorded_mtime, unchanged
 from codesearch.corpus.schema import CHUNKS, FILES, chunk_id, chunk_schema, sql_in, sql_string
-from codesearch.files.scan import list_files
+from codesearch.files.scan import Listing, list_files
+from codesearch.files.walk import SkipReason
 from codesearch.index.cutting import FileTask, cut_files
 from codesearch.ranking.facts import definition_names
 from codesearch.scope import kind_of
@@ -80,6 +88,10 @@ class WorkerSpec:
         fields = [f.with_nullable(True).with_metadata(None) for f in schema]
         return pa.schema([*fields, pa.field("record", pa.string()), pa.field("payload", pa.string())])
 
+    def list(self, root: str) -> Listing:
+        """The files of the repository at ``root`` as every worker walks it (the driver's stat pass too)."""
+        return list_files(root, max_file_bytes=self.max_file_bytes, exclude_dirs=self.exclude_dirs)
+
 
 def _providers() -> list[str] | None:
     """CUDA first when this actor was given a GPU and onnxruntime has the provider; else the CPU's (None)."""
@@ -92,12 +104,16 @@ def _providers() -> list[str] | None:
 
 
 class RepoWorker:
-    """A Ray actor: the models loaded once, then each repository of its batches scanned, cut and embedded."""
+    """A Ray actor (or, for a small refresh, an object in the driver): the models loaded once (or handed over in
+    the spec), then each repository of its batches scanned, cut and embedded."""
 
     def __init__(self, spec: WorkerSpec) -> None:
-        os.environ.setdefault("RAYON_NUM_THREADS", str(spec.threads))  # the tokenizers' thread pool
         self.spec = spec
         self.schema = spec.output_schema()
+        if not hasattr(spec.static, "embed_documents") or (spec.tier == "full" and
+                                                           not hasattr(spec.model, "embed_documents")):
+            # The tokenizers' thread pool, sized before a model is loaded here (never the driver's: it hands its own).
+            os.environ.setdefault("RAYON_NUM_THREADS", str(spec.threads))
         if hasattr(spec.static, "embed_documents"):
             self.static = spec.static
         else:
@@ -130,13 +146,23 @@ class RepoWorker:
                            storage_options=self.spec.storage_options or None)
         return ds.to_table(columns=columns, filter=where)
 
-    def repository(self, repo: str, root: str) -> Iterator[pa.Table]:
-        """The rows to insert for ``repo``, in blocks, then its ``done`` row."""
+    def repository(self, repo: str, root: str, listing: Listing | None = None) -> Iterator[pa.Table]:
+        """The rows to insert for ``repo``, in blocks, then its ``done`` row (``listing``: the walk of ``root``,
+        when the caller has made it).
+
+        The done row's ``files`` are the file rows to write: files cut again,
+        binary ones (``chunks`` null), and unchanged ones whose recorded stats
+        were out of date (hashed, found the same: recorded anew so that the
+        next refresh leaves them unread).
+        """
         started, cpu_before = time.perf_counter(), cpu_seconds()
         spec = self.spec
         in_repo = f"repo = {sql_string(repo)}"
-        known = self._read(FILES, ["path", "sha256"], in_repo)
-        known_files = dict(zip(known["path"].to_pylist(), known["sha256"].to_pylist())) if known is not None else {}
+        known = self._read(FILES, ["path", "sha256", "size", "mtime_ns", "chunks"], in_repo)
+        known_files: dict[str, tuple[str, int | None, int | None, int | None]] = {}
+        if known is not None:
+            known_files = {path: (sha256, size, mtime_ns, chunks) for path, sha256, size, mtime_ns, chunks in zip(
+                *(known[c].to_pylist() for c in ("path", "sha256", "size", "mtime_ns", "chunks")))}
         existing = self._read(CHUNKS, {"chunk_id": "chunk_id", "path": "path", "content_key": "content_key",
                                        "vector_key": "vector_key", "read": "read",
                                        "has_vector": "vector IS NOT NULL"}, in_repo)
@@ -152,11 +178,17 @@ class RepoWorker:
             if self.full is not None:
                 unembedded = {i for i, read, has in zip(existing["chunk_id"].to_pylist(), existing["read"].to_pylist(),
                                                         existing["has_vector"].to_pylist()) if read and not has}
-        listing = list_files(root, max_file_bytes=spec.max_file_bytes, exclude_dirs=spec.exclude_dirs)
-        listed = sorted(listing.files, key=lambda f: f.rel)
-        tasks = [FileTask(f.rel, f.path, f.size, f.mtime_ns,
-                          bytes.fromhex(known_files[f.rel]) if f.rel in known_files else None) for f in listed]
-        files: list[tuple[str, str, int, int]] = []  # (path, sha256, size, chunks); -1 chunks: unchanged
+        listing = listing if listing is not None else spec.list(root)
+        current: set[str] = set()  # the files the table keeps or gets
+        tasks = []
+        for f in sorted(listing.files, key=lambda f: f.rel):
+            old = known_files.get(f.rel)
+            if old is not None and unchanged(old[1:3], f.size, f.mtime_ns):
+                current.add(f.rel)  # unchanged by its stats: not read
+                continue
+            tasks.append(FileTask(f.rel, f.path, f.size, f.mtime_ns, bytes.fromhex(old[0]) if old else None))
+        now = time.time_ns()  # before any file is read: an mtime this recent is not recorded
+        files: list[tuple[str, str, int, int | None, int | None]] = []  # rows to write: path, sha256, size, chunks, mtime
         changed: set[str] = set()
         new_ids: set[int] = set()
         rows: list[dict[str, Any]] = []
@@ -164,13 +196,22 @@ class RepoWorker:
         for start in range(0, len(tasks), CUT_BATCH):
             for cut in cut_files(tasks[start:start + CUT_BATCH], spec.chunking, spec.chunk_params, spec.max_file_bytes):
                 rel = cut.task.rel
+                mtime_ns = recorded_mtime(cut.task.mtime_ns, now) if cut.size == cut.task.size else None
+                if cut.skipped == SkipReason.BINARY:  # recorded, so that it is not read again while unchanged
+                    current.add(rel)
+                    files.append((rel, "", cut.size, None, mtime_ns))
+                    if known_files.get(rel, ("", None, None, None))[3]:
+                        changed.add(rel)  # a text file turned binary: its chunks go
                 if cut.skipped:
                     continue
+                current.add(rel)
                 if cut.same:
-                    files.append((rel, cut.sha256.hex(), cut.size, -1))
+                    old = known_files[rel]
+                    if old[1:3] != (cut.size, mtime_ns):
+                        files.append((rel, cut.sha256.hex(), cut.size, old[3], mtime_ns))
                     continue
                 changed.add(rel)
-                files.append((rel, cut.sha256.hex(), cut.size, len(cut.chunks)))
+                files.append((rel, cut.sha256.hex(), cut.size, len(cut.chunks), mtime_ns))
                 for row in self._rows(repo, rel, cut.chunks):
                     new_ids.add(row["chunk_id"])
                     if row["chunk_id"] not in old_ids:
@@ -180,7 +221,6 @@ class RepoWorker:
                 rows = []
         if rows:
             yield self._embedded(repo, rows, static_keys, full_keys, counts)
-        current = {path for path, *_ in files}
         removed = sorted(set(known_files) - current)
         gone = set(removed) | changed
         delete_ids = [i for i, path in old_ids.items() if path in gone and i not in new_ids]
@@ -191,7 +231,8 @@ class RepoWorker:
             "repo": repo, "root": root, "files": files, "removed_files": removed, "delete_ids": delete_ids,
             "inserted": counts["inserted"], "updated": counts["updated"], "embedded_static": counts["static"],
             "embedded_full": counts["full"],
-            "reused": counts["reused"], "cut_files": len(changed), "files_seen": listing.files_seen,
+            "reused": counts["reused"], "cut_files": len(changed), "hashed_files": len(tasks),
+            "files_seen": listing.files_seen,
             "seconds": round(time.perf_counter() - started, 3), "pid": os.getpid(), "peak_rss_mb": peak_rss_mb(),
             "cpu_s": round(cpu_seconds() - cpu_before, 3), "process_cpu_s": round(cpu_seconds(), 3),
         }
@@ -345,10 +386,21 @@ def run_pipeline(ray: Any, items: Sequence[dict[str, str]], spec: WorkerSpec, ac
         raise RuntimeError(f"the build lost rows of {', '.join(sorted(done))}; run it again")
 
 
+def run_in_process(items: Sequence[tuple[str, str, Listing | None]], spec: WorkerSpec) -> Iterator[RepoResult]:
+    """The actors' work done in this process, one repository after another (``items``: repository, root and its
+    walk, when made): for a refresh too small to pay for starting Ray. ``spec`` should carry the driver's loaded
+    models, so that none is loaded again."""
+    worker = RepoWorker(spec)
+    for repo, root, listing in items:
+        tables = list(worker.repository(repo, root, listing))
+        payload = json.loads(tables[-1]["payload"][0].as_py())
+        yield RepoResult(repo, payload, tables[:-1])
+
+
 def _resources(ray: Any) -> tuple[int, int]:
     resources = ray.cluster_resources()
     return int(resources.get("CPU", 1)), int(resources.get("GPU", 0))
 
 
 __all__ = ["BLOCK_ROWS", "UNREAD_KINDS", "RepoResult", "RepoWorker", "WorkerSpec", "cpu_seconds", "peak_rss_mb",
-           "run_pipeline"]
+           "run_in_process", "run_pipeline"]

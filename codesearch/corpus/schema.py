@@ -8,7 +8,8 @@ datasets and one JSON file:
   its text, the keyword tokens that BM25 and the full-text index read, the
   key of the text the models read, and both tiers' vectors;
 - ``files.lance``: one row per text file of every repository, with its
-  sha256: the manifest a refresh compares the disk with;
+  sha256, size and mtime: the manifest a refresh compares the disk with
+  (by stats first, by hash where the stats differ or are unknown);
 - ``corpus.json`` (:class:`CorpusManifest`): the models and their
   fingerprints, every repository's facts, and the version of each dataset
   that is the corpus now. Readers open the datasets at those versions, and a
@@ -119,8 +120,15 @@ FILE_SCHEMA = pa.schema([
     pa.field("sha256", pa.string(), nullable=False),
     pa.field("size", pa.int64()),
     pa.field("chunks", pa.int32()),
+    pa.field("mtime_ns", pa.int64()),
 ])
-"""The files table: every text file of every repository, with its sha256 and how many chunks it gave."""
+"""The files table: every file of every repository that was read, with its sha256, size, mtime and how many chunks it
+gave (``chunks`` null: binary by its content, recorded so that a refresh knows it unchanged without reading it).
+
+``mtime_ns`` is null when unknown: too recent to trust when it was recorded
+(:func:`codesearch.corpus.changes.recorded_mtime`), or the row was written
+by a codesearch before the column (the writer adds it to such a table,
+:meth:`codesearch.corpus.store.CorpusStore.writer`); such a file is hashed."""
 
 
 @dataclass

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
@@ -29,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from codesearch.corpus.schema import CHUNKS, FILES, MANIFEST_FILE, CorpusManifest, sql_in
+from codesearch.corpus.schema import CHUNKS, FILE_SCHEMA, FILES, MANIFEST_FILE, CorpusManifest, sql_in
 from codesearch.exceptions import CorpusNotFoundError, IndexLockedError
 
 if TYPE_CHECKING:
@@ -41,6 +40,13 @@ VECTOR_INDEX_MIN_ROWS = 4096
 FTS_OPTIONS: dict[str, Any] = dict(base_tokenizer="whitespace", lower_case=False, stem=False, remove_stop_words=False,
                                    ascii_folding=False, max_token_length=None)
 """The full-text index keeps codesearch's own terms as they are (already split and lowercased)."""
+UNINDEXED_SHARE = 0.05
+"""A refresh leaves its new rows outside the indexes (Lance searches them by a flat scan beside each index: the
+same answers, a cost that grows with them) until the rows outside some index pass this share of the table; then
+it compacts and folds them in. Compaction and the indexes' update cost seconds whatever the change (2.5-6 s at
+10k-100k rows, measured), most of a small refresh."""
+UNINDEXED_FRAGMENTS = 32
+"""Nor more than this many fragments outside an index (each refresh adds one or two; a query opens each)."""
 
 
 def _now() -> str:
@@ -213,6 +219,8 @@ class CorpusStore:
             current = {}
             for name in (CHUNKS, FILES):
                 self._roll_back(name, pinned.get(name))
+                if name == FILES and name in pinned:
+                    self._add_file_columns()
                 ds = self.latest(name) if name in pinned else None
                 if ds is not None:
                     current[name] = ds.version  # the pinned contents, restored as the newest version
@@ -237,11 +245,24 @@ class CorpusStore:
             return
         ds.checkout_version(version).restore()
 
+    def _add_file_columns(self) -> None:
+        """Give a files table written before a column of :data:`FILE_SCHEMA` (``mtime_ns``) that column, null in
+        every row (unknown: those files are hashed once, then recorded). A new version: rolled back with the rest
+        by a run killed before its manifest."""
+        ds = self.latest(FILES)
+        assert ds is not None
+        missing = [f for f in FILE_SCHEMA if f.name not in ds.schema.names]
+        if missing:
+            ds.add_columns({f.name: f"CAST(NULL AS {_SQL_TYPES[f.type]})" for f in missing})
+
     def size_bytes(self) -> int:
         """Bytes under the store (local stores; 0 for a bucket)."""
         if self.remote:
             return 0
         return sum(f.stat().st_size for f in Path(self._root).rglob("*") if f.is_file())
+
+
+_SQL_TYPES = {pa.int64(): "BIGINT", pa.int32(): "INT", pa.string(): "STRING"}
 
 
 def checkpoint(name: str) -> None:
@@ -312,44 +333,42 @@ class Writer:
         self.rows_deleted[name] += deleted
         checkpoint(name.split(".", maxsplit=1)[0])
 
-    def optimize(self, has_full: bool) -> float:
+    def optimize(self, has_full: bool, always: bool = True) -> bool:
         """Compact the chunks' fragments, create the indexes a query needs and fold new rows into them.
 
-        Returns the seconds it took.
+        With ``always`` false (a refresh) nothing is done while every index a
+        query needs exists and the rows outside them stay within
+        :data:`UNINDEXED_SHARE` of the table and :data:`UNINDEXED_FRAGMENTS`
+        fragments: Lance scans those rows beside the indexes, so searches
+        still find them.
+
+        Returns whether it compacted and indexed.
         """
-        started = time.perf_counter()
         ds = self._dataset(CHUNKS)
         if ds is None:
-            return 0.0
+            return False
+        if not always and not _missing_indexes(ds, has_full) and _within_share(ds):
+            return False
         ds.optimize.compact_files()
         ds = self.store.latest(CHUNKS)
         assert ds is not None
-        have = {index["fields"][0] if "fields" in index else index["name"] for index in ds.list_indices()}
-        have |= {index["name"].removesuffix("_idx") for index in ds.list_indices()}
-        created = False
-        for column, kind in (("repo", "BITMAP"), ("chunk_id", "BTREE"), ("def_names", "LABEL_LIST")):
-            if column not in have:
-                ds.create_scalar_index(column, kind)  # type: ignore[arg-type]
-                created = True
-        if "keyword_text" not in have:
-            ds.create_scalar_index("keyword_text", "INVERTED", **FTS_OPTIONS)
-            created = True
+        missing = _missing_indexes(ds, has_full)
         rows = ds.count_rows()
-        for column in ("static_vector", "vector") if has_full else ("static_vector",):
-            if column in have or rows < VECTOR_INDEX_MIN_ROWS:
-                continue
-            if column == "vector" and ds.count_rows("read = true") < VECTOR_INDEX_MIN_ROWS:
-                continue
-            ds.create_index(column, "IVF_SQ", metric="dot", num_partitions=max(8, int(rows ** 0.5 / 2)))
-            created = True
-        if created:
+        for column, kind in missing:
+            if kind == "INVERTED":
+                ds.create_scalar_index(column, "INVERTED", **FTS_OPTIONS)
+            elif kind == "IVF_SQ":
+                ds.create_index(column, "IVF_SQ", metric="dot", num_partitions=max(8, int(rows ** 0.5 / 2)))
+            else:
+                ds.create_scalar_index(column, kind)  # type: ignore[arg-type]
+        if missing:
             ds = self.store.latest(CHUNKS)
             assert ds is not None
         ds.optimize.optimize_indices()
         ds = self.store.latest(CHUNKS)
         assert ds is not None
         self.versions[CHUNKS] = ds.version
-        return time.perf_counter() - started
+        return True
 
     def cleanup(self, older_than_s: float = 3600.0) -> None:
         """Remove dataset versions older than this that the manifest does not name (never the pinned ones)."""
@@ -359,6 +378,38 @@ class Writer:
             ds = self.store.latest(name)
             if ds is not None:
                 ds.cleanup_old_versions(older_than=timedelta(seconds=older_than_s))
+
+
+def _missing_indexes(ds: lance.LanceDataset, has_full: bool) -> list[tuple[str, str]]:
+    """``(column, kind)`` of the indexes a query needs that the chunks table lacks (vector indexes only once there
+    are :data:`VECTOR_INDEX_MIN_ROWS` rows to index)."""
+    have = {index["fields"][0] if "fields" in index else index["name"] for index in ds.list_indices()}
+    have |= {index["name"].removesuffix("_idx") for index in ds.list_indices()}
+    missing = [(column, kind) for column, kind in (("repo", "BITMAP"), ("chunk_id", "BTREE"),
+                                                   ("def_names", "LABEL_LIST"), ("keyword_text", "INVERTED"))
+               if column not in have]
+    for column in ("static_vector", "vector") if has_full else ("static_vector",):
+        if column in have or ds.count_rows() < VECTOR_INDEX_MIN_ROWS:
+            continue
+        if column == "vector" and ds.count_rows("read = true") < VECTOR_INDEX_MIN_ROWS:
+            continue
+        missing.append((column, "IVF_SQ"))
+    return missing
+
+
+def _within_share(ds: lance.LanceDataset) -> bool:
+    """Whether the rows and fragments outside each index stay within :data:`UNINDEXED_SHARE` and
+    :data:`UNINDEXED_FRAGMENTS` (counted from the fragments' metadata: nothing is read)."""
+    fragments = {f.fragment_id: f.metadata.physical_rows for f in ds.get_fragments()}
+    total = sum(fragments.values())
+    covered: dict[str, set[int]] = {}
+    for index in ds.list_indices():
+        covered.setdefault(index["name"], set()).update(index["fragment_ids"])
+    for ids in covered.values():
+        outside = [rows for fragment, rows in fragments.items() if fragment not in ids]
+        if len(outside) > UNINDEXED_FRAGMENTS or sum(outside) > UNINDEXED_SHARE * total:
+            return False
+    return True
 
 
 def delete_where(repos: list[str], chunk_ids: list[int]) -> str | None:
@@ -371,4 +422,5 @@ def delete_where(repos: list[str], chunk_ids: list[int]) -> str | None:
     return " OR ".join(parts) if parts else None
 
 
-__all__ = ["FTS_OPTIONS", "KILL_ENV", "VECTOR_INDEX_MIN_ROWS", "CorpusStore", "Writer", "checkpoint", "delete_where"]
+__all__ = ["FTS_OPTIONS", "KILL_ENV", "UNINDEXED_FRAGMENTS", "UNINDEXED_SHARE", "VECTOR_INDEX_MIN_ROWS", "CorpusStore",
+           "Writer", "checkpoint", "delete_where"]
