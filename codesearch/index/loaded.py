@@ -71,7 +71,8 @@ class LoadedIndex:
         self.token = token
         self.verification = verification
         self.searches: dict[Tier, VectorSearch] = {}
-        self.facts = IndexFacts.from_columns(columns.paths.tolist(), np.asarray(columns.file_of), symbols)
+        self.facts = IndexFacts.from_columns(columns.paths.tolist(), np.asarray(columns.file_of), symbols,
+                                             _file_kinds(columns))
         unread = {KIND_CODES[k] for k in manifest.unread_kinds or ()}
         read = ~np.isin(columns.kind, list(unread)) if unread else None
         self.read = None if FULL not in vectors or read is None or read.all() else read
@@ -137,9 +138,7 @@ class LoadedIndex:
         if where.is_unrestricted:
             return None
         c = self.columns
-        file_kind = np.zeros(c.n_files, dtype=np.uint8)
-        file_kind[c.file_of] = c.kind
-        per_file = where.mask(c.paths.tolist(), [KINDS[int(k)] for k in file_kind.tolist()])
+        per_file = where.mask(c.paths.tolist(), _file_kinds(c))
         return per_file[c.file_of]
 
     def chunks_of(self, path: str) -> list[int]:
@@ -238,6 +237,13 @@ class LoadedIndex:
             if ranking.score_share and dense.whole_range is not None:
                 found.ranges[name] = dense.whole_range
             return rank(query, found, self.facts.scoped(mask), ranking, k, self.vectors[tier])
+
+
+def _file_kinds(columns: ChunkColumns) -> list[str]:
+    """Each file's kind, its chunks' (a file without chunks: the first kind; nothing reads it)."""
+    file_kind = np.zeros(columns.n_files, dtype=np.uint8)
+    file_kind[columns.file_of] = columns.kind
+    return [KINDS[k] for k in file_kind.tolist()]
 
 
 def graph_prefix(tier: Tier) -> str:

@@ -134,6 +134,40 @@ class DenseCandidates(NamedTuple):
     whole_range: tuple[float, float] | None
 
 
+class _StoredGraph:
+    """A stored graph, viewed in place on first use: a keyword search, and the open before it, never import usearch
+    (with onnxruntime, ~0.1 s) nor read the graph. Checked against its vectors when viewed."""
+
+    def __init__(self, array: np.ndarray, prefix: str, ndim: int, nodes: int, expansion_search: int) -> None:
+        self.__dict__.update(_array=array, _prefix=prefix, _ndim=ndim, _nodes=nodes,
+                             _expansion_search=expansion_search, _index=None)
+
+    def _view(self) -> Any:
+        index = self.__dict__["_index"]
+        if index is None:
+            prefix = self._prefix
+            try:
+                index = _usearch().Index.restore(memoryview(self._array), view=True,
+                                                 expansion_search=self._expansion_search, enable_key_lookups=False)
+            except (RuntimeError, ValueError) as exc:
+                raise IndexCorruptError(f"the stored vector graph {prefix} cannot be read ({exc}); "
+                                        "re-run `codesearch index`") from exc
+            if index is None or index.ndim != self._ndim or len(index) != self._nodes:
+                raise IndexCorruptError(f"the stored vector graph {prefix} does not fit the stored vectors; "
+                                        "re-run `codesearch index`")
+            self.__dict__["_index"] = index
+        return index
+
+    def __len__(self) -> int:
+        return int(self._nodes)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._view(), name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self._view(), name, value)
+
+
 def _usearch() -> Any:
     # onnxruntime first: `import usearch` loads numkong's extension into the global symbol namespace, and an
     # onnxruntime imported after it crashes the process (segfault in its pybind module; usearch 2.26.6,
@@ -334,16 +368,8 @@ class VectorSearch:
                     or (len(array) and int(array.max()) >= len(vectors))):
                 raise IndexCorruptError(f"the stored {name} do not fit the stored vectors; re-run `codesearch index`")
         assert rows is not None
-        try:
-            graph = _usearch().Index.restore(memoryview(graph_array), view=True,  # type: ignore[arg-type]
-                                             expansion_search=params.expansion_search, enable_key_lookups=False)
-        except (RuntimeError, ValueError) as exc:
-            raise IndexCorruptError(f"the stored vector graph {prefix} cannot be read ({exc}); "
-                                    "re-run `codesearch index`") from exc
-        if graph is None or graph.ndim != vectors.shape[1] or len(graph) != len(rows):
-            raise IndexCorruptError(f"the stored vector graph {prefix} does not fit the stored vectors; "
-                                    "re-run `codesearch index`")
-        search = cls(vectors, covered, graph, rows, delta, params)
+        graph = _StoredGraph(graph_array, prefix, vectors.shape[1], len(rows), params.expansion_search)
+        search = cls(vectors, covered, graph, rows, delta, params)  # type: ignore[arg-type]
         search._graph_array = graph_array
         return search
 

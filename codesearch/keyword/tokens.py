@@ -30,6 +30,11 @@ def _shape_char(c: str) -> str:
     return "l"
 
 
+# The same shapes for ASCII characters in one C call (``str.translate``): upper U, digit d, ``_``, anything else l.
+_ASCII_SHAPE = {c: ("U" if chr(c).isupper() else "d" if chr(c).isdigit() else "_" if chr(c) == "_" else "l")
+                for c in range(128)}
+
+
 @lru_cache(maxsize=1 << 17)
 def split_identifier(word: str) -> tuple[str, ...]:
     """Split one word on ``_``, camelCase and letter/digit boundaries.
@@ -41,7 +46,7 @@ def split_identifier(word: str) -> tuple[str, ...]:
         gives ``("unrewindable", "body", "error", "unrewindablebodyerror")``;
         ``"__init__"`` gives ``("init",)``.
     """
-    shape = "".join(map(_shape_char, word))
+    shape = word.translate(_ASCII_SHAPE) if word.isascii() else "".join(map(_shape_char, word))
     parts = [word[m.start() : m.end()].lower() for m in _CAMEL.finditer(shape)]
     if len(parts) > 1:
         parts.append(word.strip("_").lower())

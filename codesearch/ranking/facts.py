@@ -10,9 +10,10 @@ stage then reads arrays and dictionaries instead of paths and texts.
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Any
 
 import numpy as np
@@ -86,28 +87,42 @@ def squash_name(name: str) -> str:
 def path_words(path: str) -> frozenset[str]:
     """Lowercased words of a file's stem and its parent folder, identifiers split (``HttpClient`` -> http, client)."""
     parts = path.split("/")
-    stem = file_stem(parts[-1])
+    return _name_words(file_stem(parts[-1])) | _name_words(parts[-2] if len(parts) > 1 else "")
+
+
+@lru_cache(maxsize=1 << 16)
+def _name_words(name: str) -> frozenset[str]:
+    """The words of one name (a stem or a folder): many files share a folder, so each is split once."""
     words: set[str] = set()
-    for name in (stem, parts[-2] if len(parts) > 1 else ""):
-        for word in re.findall(r"[A-Za-z0-9_]+", name):
-            words.update(w for w in (word.lower(), *split_identifier(word)) if w)
+    for word in re.findall(r"[A-Za-z0-9_]+", name):
+        words.update(w for w in (word.lower(), *split_identifier(word)) if w)
     return frozenset(words)
 
 
 def path_classes(path: str, kind: str | None = None) -> frozenset[str]:
-    """The path classes of a file: ``test``, ``compat``, ``example``, ``reexport``, ``stub``, ``doc``, ``config``."""
-    parts = path.split("/")
-    dirs, name = parts[:-1], parts[-1]
-    kind = kind or kind_of(path)
-    found = {kind} & {TEST, DOC, CONFIG}
-    if any(d.lower() in _COMPAT_DIRS for d in dirs):
-        found.add(COMPAT)
-    if any(d.lower() in _EXAMPLE_DIRS for d in dirs):
-        found.add(EXAMPLE)
+    """The path classes of a file: ``test``, ``compat``, ``example``, ``reexport``, ``stub``, ``doc``, ``config``.
+
+    ``kind`` is the file's :func:`~codesearch.scope.kind_of`, when the caller has it already.
+    """
+    folder, _, name = path.rpartition("/")
+    found = {kind or kind_of(path)} & {TEST, DOC, CONFIG}
+    found |= _folder_classes(folder)
     if name in _REEXPORT_FILES:
         found.add(REEXPORT)
     if name.endswith((".d.ts", ".d.mts", ".d.cts", ".pyi")):
         found.add(STUB)
+    return frozenset(found)
+
+
+@lru_cache(maxsize=1 << 16)
+def _folder_classes(folder: str) -> frozenset[str]:
+    """The classes a file takes from its folders (``compat``, ``example``): the files of a folder share them."""
+    dirs = [d.lower() for d in folder.split("/")] if folder else []
+    found = set()
+    if any(d in _COMPAT_DIRS for d in dirs):
+        found.add(COMPAT)
+    if any(d in _EXAMPLE_DIRS for d in dirs):
+        found.add(EXAMPLE)
     return frozenset(found)
 
 
@@ -198,18 +213,25 @@ class IndexFacts:
         self._setup(files, file_of, SymbolTable.build((i, c.get("symbols", ())) for i, c in enumerate(chunks)))
 
     @classmethod
-    def from_columns(cls, paths: Sequence[str], file_of: np.ndarray, symbols: SymbolTable) -> IndexFacts:
-        """Facts of an index stored as columns: every file's path (chunked or not), each chunk's file number."""
+    def from_columns(cls, paths: Sequence[str], file_of: np.ndarray, symbols: SymbolTable,
+                     kinds: Sequence[str | None] | None = None) -> IndexFacts:
+        """Facts of an index stored as columns: every file's path (chunked or not), each chunk's file number, and
+        where known each file's kind (its chunks'; spares :func:`~codesearch.scope.kind_of` per file on open)."""
         has_chunks = np.bincount(file_of, minlength=len(paths)) > 0
         renumber = np.cumsum(has_chunks) - 1
         facts = cls.__new__(cls)
-        facts._setup([p for p, keep in zip(paths, has_chunks.tolist()) if keep], renumber[file_of], symbols)
+        keep = has_chunks.tolist()
+        facts._setup([p for p, k in zip(paths, keep) if k], renumber[file_of], symbols,
+                     [kind for kind, k in zip(kinds, keep) if k] if kinds is not None else None)
         return facts
 
-    def _setup(self, files: list[str], file_of: np.ndarray, symbols: SymbolTable) -> None:
+    def _setup(self, files: list[str], file_of: np.ndarray, symbols: SymbolTable,
+               kinds: list[str | None] | None = None) -> None:
         self.files = files
         self.file_of = file_of
         self.symbols = symbols
+        self._kinds = kinds
+        self._file_words: dict[int, frozenset[str]] = {}
         self._files_matching: dict[str, frozenset[int]] = {}
         self._prior_cache: dict[tuple[tuple[str, float], ...], np.ndarray] = {}
 
@@ -225,19 +247,30 @@ class IndexFacts:
 
     @cached_property
     def classes(self) -> list[frozenset[str]]:
-        return [path_classes(p) for p in self.files]
+        if self._kinds is None:
+            return [path_classes(p) for p in self.files]
+        return [path_classes(p, kind) for p, kind in zip(self.files, self._kinds)]
 
     @cached_property
     def words(self) -> list[frozenset[str]]:
-        return [path_words(p) for p in self.files]
+        return [self._words_of(number) for number in range(len(self.files))]
+
+    def _words_of(self, number: int) -> frozenset[str]:
+        words = self._file_words.get(number)
+        if words is None:
+            words = self._file_words[number] = path_words(self.files[number])
+        return words
 
     @cached_property
-    def _word_buckets(self) -> dict[str, dict[str, list[int]]]:
-        buckets: dict[str, dict[str, list[int]]] = {}
-        for number, words in enumerate(self.words):
-            for word in words:
-                buckets.setdefault(word[:3], {}).setdefault(word, []).append(number)
-        return buckets
+    def _lowered_paths(self) -> tuple[str, list[int]]:
+        """Every file's path lowercased, one per line, and where each line starts. Each path word is a piece of
+        its lowercased path, so a query word's first three letters found there name every file that may hold a
+        form of it (:func:`same_word` needs them shared): only those files' words are split, not the whole tree's."""
+        lowered = [p.lower() for p in self.files]
+        starts = [0]
+        for path in lowered[:-1]:
+            starts.append(starts[-1] + len(path) + 1)
+        return "\n".join(lowered), starts
 
     @cached_property
     def stems(self) -> list[str]:
@@ -260,9 +293,14 @@ class IndexFacts:
         found = self._files_matching.get(word)
         if found is None:
             numbers: set[int] = set()
-            for candidate, files in self._word_buckets.get(word[:3], {}).items():
-                if same_word(word, candidate):
-                    numbers.update(files)
+            prefix = word[:3]
+            text, starts = self._lowered_paths
+            at = text.find(prefix) if prefix else -1
+            while at >= 0:
+                number = bisect_right(starts, at) - 1
+                if any(c[:3] == prefix and same_word(word, c) for c in self._words_of(number)):
+                    numbers.add(number)
+                at = text.find(prefix, starts[number + 1]) if number + 1 < len(starts) else -1
             found = self._files_matching[word] = frozenset(numbers)
         return found
 
