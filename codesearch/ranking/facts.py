@@ -182,6 +182,14 @@ class SymbolTable:
                    Strings.from_arrays(arrays, "symtab_written"))
 
 
+def _line_starts(lines: Sequence[str]) -> list[int]:
+    """Where each of ``lines`` starts in ``"\\n".join(lines)``."""
+    starts = [0]
+    for line in lines[:-1]:
+        starts.append(starts[-1] + len(line) + 1)
+    return starts
+
+
 class IndexFacts:
     """Per-chunk and per-file facts that ranking stages read.
 
@@ -232,6 +240,7 @@ class IndexFacts:
         self.symbols = symbols
         self._kinds = kinds
         self._file_words: dict[int, frozenset[str]] = {}
+        self._named: dict[str, list[int]] = {}
         self._files_matching: dict[str, frozenset[int]] = {}
         self._prior_cache: dict[tuple[tuple[str, float], ...], np.ndarray] = {}
 
@@ -267,26 +276,35 @@ class IndexFacts:
         its lowercased path, so a query word's first three letters found there name every file that may hold a
         form of it (:func:`same_word` needs them shared): only those files' words are split, not the whole tree's."""
         lowered = [p.lower() for p in self.files]
-        starts = [0]
-        for path in lowered[:-1]:
-            starts.append(starts[-1] + len(path) + 1)
-        return "\n".join(lowered), starts
+        return "\n".join(lowered), _line_starts(lowered)
 
     @cached_property
     def stems(self) -> list[str]:
         return [file_stem(p.rsplit("/", 1)[-1]).lower() for p in self.files]
 
     @cached_property
-    def _named(self) -> dict[str, list[int]]:
-        named: dict[str, list[int]] = {}
-        for number, stem in enumerate(self.stems):
-            for name in {squash_name(stem), squash_name(stem).rstrip("s")}:
-                named.setdefault(name, []).append(number)
-        return named
+    def _squashed_stems(self) -> tuple[list[str], str, list[int]]:
+        """Every file's stem squashed, one per line, and where each line starts (see :meth:`files_named`)."""
+        squashed = squash_name("\n".join(self.stems)).split("\n")
+        if len(squashed) != len(self.stems):  # a stem with a line break in it
+            squashed = [squash_name(stem) for stem in self.stems]
+        return squashed, "\n".join(squashed), _line_starts(squashed)
 
     def files_named(self, name: str) -> list[int]:
-        """Files whose whole stem is ``name``, squashed (``http_client.py``, ``HttpClient.java``, ``httpclients.go``)."""
-        return self._named.get(name, [])
+        """Files whose whole stem is ``name``, squashed (``http_client.py``, ``HttpClient.java``, ``httpclients.go``),
+        or is ``name`` and trailing ``s``: found where ``name`` occurs in the squashed stems, then checked."""
+        found = self._named.get(name)
+        if found is None:
+            squashed, text, starts = self._squashed_stems
+            found = []
+            at = text.find(name)
+            while at >= 0:
+                number = bisect_right(starts, at) - 1
+                if squashed[number] == name or squashed[number].rstrip("s") == name:
+                    found.append(number)
+                at = text.find(name, starts[number + 1]) if number + 1 < len(starts) else -1
+            self._named[name] = found
+        return found
 
     def files_matching(self, word: str) -> frozenset[int]:
         """Files whose stem or parent folder holds a form of ``word`` (see :func:`same_word`); cached."""
