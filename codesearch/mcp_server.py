@@ -41,6 +41,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -199,21 +200,29 @@ def tool_reindex(ws: Workspace, repo: str | None = None) -> dict[str, Any]:
         return {"repo": str(cs.root), **cs.index().as_dict()}
 
 
+def _answerer(ws: Workspace | CorpusWorkspace) -> Callable[..., dict[str, Any]]:
+    """``answer(tool, *args)``: the tool's answer for ``ws``, or its error as a one-line tool error (the server keeps
+    serving)."""
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    def answer(call: Callable[..., dict[str, Any]], *args: Any, **kwargs: Any) -> dict[str, Any]:
+        try:
+            return call(ws, *args, **kwargs)
+        except (CodeSearchError, ValueError, OSError) as exc:
+            raise ToolError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
+
+    return answer
+
+
 def build_server(ws: Workspace) -> Any:
     """An :class:`mcp.server.mcpserver.MCPServer` with the six tools bound to ``ws``."""
     from mcp.server.mcpserver import MCPServer
-    from mcp.server.mcpserver.exceptions import ToolError
 
     from codesearch import __version__
 
     server = MCPServer("codesearch", instructions=INSTRUCTIONS, version=__version__)
 
-    def answer(call: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
-        try:
-            result: dict[str, Any] = call(ws, *args, **kwargs)
-            return result
-        except (CodeSearchError, ValueError, OSError) as exc:  # one line, and the server keeps serving
-            raise ToolError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
+    answer = _answerer(ws)
 
     @server.tool()
     def search(query: str, repo: str | None = None, k: int = 10, mode: str = "hybrid", scope: str | None = None,
@@ -348,7 +357,6 @@ def tool_corpus_status(ws: CorpusWorkspace, repo: str | None = None) -> dict[str
 def build_corpus_server(ws: CorpusWorkspace) -> Any:
     """An :class:`mcp.server.mcpserver.MCPServer` with ``search`` and ``index_status`` over a corpus."""
     from mcp.server.mcpserver import MCPServer
-    from mcp.server.mcpserver.exceptions import ToolError
 
     from codesearch import __version__
 
@@ -356,12 +364,7 @@ def build_corpus_server(ws: CorpusWorkspace) -> Any:
                        + " `repo` names a repository of the corpus; without it every repository is searched.",
                        version=__version__)
 
-    def answer(call: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
-        try:
-            result: dict[str, Any] = call(ws, *args, **kwargs)
-            return result
-        except (CodeSearchError, ValueError, OSError) as exc:  # one line, and the server keeps serving
-            raise ToolError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
+    answer = _answerer(ws)
 
     @server.tool()
     def search(query: str, repo: str | None = None, k: int = 10, mode: str = "hybrid", scope: str | None = None,
