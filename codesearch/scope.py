@@ -200,6 +200,15 @@ class Scope:
     _include_spec: GitIgnoreSpec | None = field(default=None, init=False, repr=False, compare=False)
     _exclude_spec: GitIgnoreSpec | None = field(default=None, init=False, repr=False, compare=False)
 
+    @classmethod
+    def of(cls, prefix: str | None = None, include: str | Iterable[str] | None = None,
+           exclude: str | Iterable[str] | None = None, kinds: str | Iterable[str] | None = None,
+           exclude_kinds: str | Iterable[str] | None = None) -> Scope:
+        """The scope of a search call's arguments: each glob or kind list one string or any iterable of them."""
+        return cls(prefix=prefix, include=as_strings(include), exclude=as_strings(exclude),
+                   kinds=None if kinds is None else frozenset(as_strings(kinds)),
+                   exclude_kinds=frozenset(as_strings(exclude_kinds)))
+
     def __post_init__(self) -> None:
         prefix = self.prefix
         if prefix is not None:

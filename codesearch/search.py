@@ -36,7 +36,7 @@ from codesearch.index.navigation import find_definitions, find_references
 from codesearch.index.session import IndexSession, SessionOptions
 from codesearch.index.tiers import KEYWORD_ONLY
 from codesearch.ranking import Ranking, resolve_ranking
-from codesearch.scope import Scope, as_strings
+from codesearch.scope import Scope
 from codesearch.types import (
     CHUNKINGS,
     FULL,
@@ -51,6 +51,7 @@ from codesearch.types import (
     SymbolHits,
     TextEmbedder,
     Tier,
+    check_search,
 )
 
 
@@ -315,15 +316,8 @@ class CodeSearch:
             ValueError: an unknown mode or kind, an empty query, or ``k`` below 1.
             ModelMismatchError: the index was built with another model.
         """
-        if mode not in MODES:
-            raise ValueError(f"unknown mode {mode!r}; use one of {', '.join(MODES)}")
-        if k < 1:
-            raise ValueError(f"k must be at least 1, got {k}")
-        if not query.strip():
-            raise ValueError("the query is empty; give words, a question or an identifier")
-        where = Scope(prefix=scope, include=as_strings(include), exclude=as_strings(exclude),
-                      kinds=None if kinds is None else frozenset(as_strings(kinds)),
-                      exclude_kinds=frozenset(as_strings(exclude_kinds)))
+        check_search(query, k, mode)
+        where = Scope.of(scope, include, exclude, kinds, exclude_kinds)
         ranking = self.ranking if source_first is None else self.ranking.source_first(source_first)
         if mode != "bm25" and self._tiers.keyword_only:
             raise ModelNotAvailableError(KEYWORD_ONLY)

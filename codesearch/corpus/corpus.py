@@ -43,7 +43,7 @@ from codesearch.files.scan import Listing
 from codesearch.files.walk import MAX_FILE_BYTES
 from codesearch.ranking import Ranking, resolve_ranking
 from codesearch.scope import Scope, as_strings
-from codesearch.types import FULL, MODES, STATIC, Hit, Mode, TextEmbedder, Tier
+from codesearch.types import FULL, STATIC, Hit, Mode, TextEmbedder, Tier, check_search
 
 FLUSH_ROWS = 20_000
 """Rows of finished repositories the driver gathers before one merge into the chunks table (bounds its memory
@@ -453,15 +453,8 @@ class Corpus:
             CorpusNotFoundError: there is no corpus at the URI.
             ModelMismatchError: the corpus was built by another model.
         """
-        if mode not in MODES:
-            raise ValueError(f"unknown mode {mode!r}; use one of {', '.join(MODES)}")
-        if k < 1:
-            raise ValueError(f"k must be at least 1, got {k}")
-        if not query.strip():
-            raise ValueError("the query is empty; give words, a question or an identifier")
-        where = Scope(prefix=scope, include=as_strings(include), exclude=as_strings(exclude),
-                      kinds=None if kinds is None else frozenset(as_strings(kinds)),
-                      exclude_kinds=frozenset(as_strings(exclude_kinds)))
+        check_search(query, k, mode)
+        where = Scope.of(scope, include, exclude, kinds, exclude_kinds)
         manifest = self.store.manifest()
         names = self._names(manifest, repos)
         version = manifest.versions[CHUNKS]
