@@ -639,24 +639,13 @@ class IndexStore:
         array_meta: dict[str, dict[str, Any]],
         manifest: dict[str, Any],
     ) -> IndexSnapshot:
-        chunks_path = gen_dir / _CHUNKS
-        try:
-            chunks = json.loads(_read_verified(handles[_CHUNKS], files[_CHUNKS]))
-            if not isinstance(chunks, list):
-                raise TypeError("chunks must be a list")
-        except _ChecksumMismatch as err:
-            raise self._corrupt(chunks_path, str(err)) from None
-        except (ValueError, TypeError) as err:
-            raise self._corrupt(chunks_path, f"unreadable: {err}") from err
-
+        chunks = self._chunk_list(handles[_CHUNKS], files[_CHUNKS], gen_dir / _CHUNKS)
         arrays: dict[str, np.ndarray] = {}
         for name, meta in array_meta.items():
             path = gen_dir / f"{name}.npy"
             try:
                 data = _read_verified(handles[path.name], files[path.name])
-                array = np.load(io.BytesIO(data), allow_pickle=False)
-                if array.dtype.str != meta["dtype"] or list(array.shape) != meta["shape"]:
-                    raise ValueError(f"dtype/shape {array.dtype.str}{array.shape} differ from the manifest")
+                array = _as_recorded(np.load(io.BytesIO(data), allow_pickle=False), meta)
             except _ChecksumMismatch as err:
                 raise self._corrupt(path, str(err)) from None
             except (ValueError, KeyError, TypeError, EOFError, SyntaxError) as err:
@@ -666,6 +655,18 @@ class IndexStore:
             return IndexSnapshot(manifest=manifest, chunks=chunks, arrays=arrays)
         except (ValueError, TypeError) as err:
             raise self._corrupt(gen_dir / _MANIFEST, f"invalid content: {err}") from err
+
+    def _chunk_list(self, handle: BinaryIO, meta: dict[str, Any], path: Path) -> list[Any]:
+        """The generation's chunk records, their sha256 checked as they are read."""
+        try:
+            chunks = json.loads(_read_verified(handle, meta))
+            if not isinstance(chunks, list):
+                raise TypeError("chunks must be a list")
+        except _ChecksumMismatch as err:
+            raise self._corrupt(path, str(err)) from None
+        except (ValueError, TypeError) as err:
+            raise self._corrupt(path, f"unreadable: {err}") from err
+        return chunks
 
     def _map_files(
         self,
@@ -681,23 +682,15 @@ class IndexStore:
             size = os.stat(gen_dir / name).st_size  # FileNotFoundError: the caller retries or reports it
             if size != meta["size"]:
                 raise self._corrupt(gen_dir / name, f"{size} bytes where the manifest records {meta['size']}")
-        chunks_path = gen_dir / _CHUNKS
-        try:
-            with open(chunks_path, "rb") as handle:  # small: read and checked now
-                chunks = json.loads(_read_verified(handle, files[_CHUNKS]))
-        except _ChecksumMismatch as err:
-            raise self._corrupt(chunks_path, str(err)) from None
-        except (ValueError, TypeError) as err:
-            raise self._corrupt(chunks_path, f"unreadable: {err}") from err
+        with open(gen_dir / _CHUNKS, "rb") as handle:  # small: read and checked now
+            chunks = self._chunk_list(handle, files[_CHUNKS], gen_dir / _CHUNKS)
         arrays: dict[str, np.ndarray] = {}
         for name, meta in array_meta.items():
             path = gen_dir / f"{name}.npy"
             try:
                 # An empty or 0-d array cannot be mapped; it is read (and it is small).
                 small = not meta["shape"] or 0 in meta["shape"]
-                array = np.load(path, mmap_mode=None if small else "r", allow_pickle=False)
-                if array.dtype.str != meta["dtype"] or list(array.shape) != meta["shape"]:
-                    raise ValueError(f"dtype/shape {array.dtype.str}{array.shape} differ from the manifest")
+                array = _as_recorded(np.load(path, mmap_mode=None if small else "r", allow_pickle=False), meta)
             except (ValueError, KeyError, TypeError, EOFError, SyntaxError) as err:
                 raise self._corrupt(path, f"unreadable: {err}") from err
             if not small:
@@ -767,6 +760,13 @@ def _write_array(path: Path, array: np.ndarray) -> dict[str, Any]:
         handle.flush()
         os.fsync(handle.fileno())
     return {"size": writer.size, "sha256": writer.hexdigest()}
+
+
+def _as_recorded(array: np.ndarray, meta: dict[str, Any]) -> np.ndarray:
+    """``array`` when its dtype and shape are the ones the manifest recorded; else ValueError."""
+    if array.dtype.str != meta["dtype"] or list(array.shape) != meta["shape"]:
+        raise ValueError(f"dtype/shape {array.dtype.str}{array.shape} differ from the manifest")
+    return array
 
 
 _MAPPED: dict[tuple[int, int, str, tuple[int, ...]], tuple[Path, dict[str, Any]]] = {}
