@@ -33,8 +33,8 @@ import numpy as np
 
 from codesearch.corpus.keywords import full_text, keyword_prior, repo_bm25
 from codesearch.corpus.schema import sql_in, sql_string
-from codesearch.index.loaded import one_blas_thread
-from codesearch.ranking import Candidates, IndexFacts, Ranking, rank, rank_scores
+from codesearch.index.loaded import LIST_OF, one_blas_thread, rank_exactly
+from codesearch.ranking import Candidates, IndexFacts, Ranking, rank
 from codesearch.ranking.facts import SymbolTable
 from codesearch.ranking.query import analyze_query
 from codesearch.scope import KINDS, Scope
@@ -44,7 +44,6 @@ if TYPE_CHECKING:
     import lance
     import pyarrow as pa
 
-LIST_OF: dict[str, str] = {FULL: "dense", STATIC: "static"}
 COLUMN_OF: dict[str, str] = {FULL: "vector", STATIC: "static_vector"}
 KEY_COLUMNS = ["chunk_id", "repo", "path", "ordinal"]
 """What a list's read takes of each candidate: its id and what orders equal scores (the rest is read once, after)."""
@@ -143,18 +142,8 @@ class RepoView:
     def rank(self, query: str, mode: Mode, tier: Tier | None, query_vector: np.ndarray | None, ranking: Ranking, k: int,
              mask: np.ndarray | None) -> list[tuple[int, float]]:
         """The ``k`` best rows for ``query`` within ``mask``: every chunk scored, then the ranking pipeline."""
-        lists: dict[str, np.ndarray] = {}
-        covered: dict[str, np.ndarray] = {}
-        vectors = None
-        with one_blas_thread():
-            if mode != "dense":
-                lists["bm25"] = self.bm25.score(query)
-            if tier is not None and query_vector is not None:
-                vectors = self.vectors[tier]
-                lists[LIST_OF[tier]] = vectors @ query_vector
-                if tier == FULL and not self.read.all():
-                    covered[LIST_OF[tier]] = self.read
-            return rank_scores(query, lists, self.facts, ranking, k, mask, vectors, covered)
+        return rank_exactly(query, mode, tier, query_vector, self.bm25, self.vectors,
+                            None if self.read.all() else self.read, self.facts, ranking, k, mask)
 
 
 def _matrix(column: Any, dim: int) -> np.ndarray:

@@ -6,6 +6,7 @@ build just made) and answers a query through the ranking pipeline (:meth:`Loaded
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
@@ -206,21 +207,9 @@ class LoadedIndex:
         if tier is not None and search is not None and not search.exact and query_vector is not None \
                 and static_vector is None:
             return self._rank_through_graph(search, query, mode, tier, query_vector, ranking, k, mask)
-        lists: dict[str, np.ndarray] = {}
-        covered: dict[str, np.ndarray] = {}
-        vectors = None
         self.check()
-        with one_blas_thread():
-            if mode != "dense":
-                lists["bm25"] = self.bm25.score(query)
-            if tier is not None and query_vector is not None:
-                vectors = self.vectors[tier]
-                lists[LIST_OF[tier]] = vectors @ query_vector
-                if tier == FULL and self.read is not None:
-                    covered[LIST_OF[tier]] = self.read
-                if tier == FULL and static_vector is not None:
-                    lists[LIST_OF[STATIC]] = self.vectors[STATIC] @ static_vector
-            return rank_scores(query, lists, self.facts, ranking, k, mask, vectors, covered)
+        return rank_exactly(query, mode, tier, query_vector, self.bm25, self.vectors, self.read, self.facts, ranking, k,
+                            mask, static_vector)
 
     def _rank_through_graph(self, search: VectorSearch, query: str, mode: Mode, tier: Tier, query_vector: np.ndarray,
                             ranking: Ranking, k: int, mask: np.ndarray | None) -> list[tuple[int, float]]:
@@ -237,6 +226,28 @@ class LoadedIndex:
             if ranking.score_share and dense.whole_range is not None:
                 found.ranges[name] = dense.whole_range
             return rank(query, found, self.facts.scoped(mask), ranking, k, self.vectors[tier])
+
+
+def rank_exactly(query: str, mode: Mode, tier: Tier | None, query_vector: np.ndarray | None, bm25: BM25,
+                 vectors: Mapping[Tier, np.ndarray], read: np.ndarray | None, facts: IndexFacts, ranking: Ranking,
+                 k: int, mask: np.ndarray | None, static_vector: np.ndarray | None = None) -> list[tuple[int, float]]:
+    """Every chunk scored by each list the call asks for (BM25 unless ``mode`` is dense; ``tier``'s vectors by the
+    query's, ``read`` the rows the transformer read or ``None`` for all; with ``static_vector`` the static vectors as a
+    third list), then the ranking pipeline: a single index's exact path and a corpus repository's view alike."""
+    lists: dict[str, np.ndarray] = {}
+    covered: dict[str, np.ndarray] = {}
+    scored = None
+    with one_blas_thread():
+        if mode != "dense":
+            lists["bm25"] = bm25.score(query)
+        if tier is not None and query_vector is not None:
+            scored = vectors[tier]
+            lists[LIST_OF[tier]] = scored @ query_vector
+            if tier == FULL and read is not None:
+                covered[LIST_OF[tier]] = read
+            if tier == FULL and static_vector is not None:
+                lists[LIST_OF[STATIC]] = vectors[STATIC] @ static_vector
+        return rank_scores(query, lists, facts, ranking, k, mask, scored, covered)
 
 
 def _file_kinds(columns: ChunkColumns) -> list[str]:
