@@ -50,6 +50,7 @@ from codesearch.exceptions import CodeSearchError
 from codesearch.locations import parse_location
 from codesearch.scope import as_strings
 from codesearch.search import CodeSearch
+from codesearch.types import SymbolHits
 
 log = logging.getLogger(__name__)
 
@@ -166,20 +167,22 @@ def tool_find_related(ws: Workspace, location: str, repo: str | None = None, k: 
 def tool_find_definition(ws: Workspace, name: str, repo: str | None = None, k: int = 10, max_lines: int = 40,
                          max_tokens: int | None = None, compact: bool = False) -> dict[str, Any]:
     """The ``find_definition`` tool (the name and k are checked by :meth:`CodeSearch.definitions`)."""
-    _checked(max_lines, max_tokens)
-    cs, lock = ws.searcher(repo)
-    with lock:
-        found = cs.definitions(name, k=k)
-    return _fit({"repo": str(cs.root), **symbol_answer(found, max_lines=max_lines, compact=compact)}, max_tokens)
+    return _symbol_tool(ws, lambda cs: cs.definitions(name, k=k), repo, max_lines, max_tokens, compact)
 
 
 def tool_find_references(ws: Workspace, name: str, repo: str | None = None, k: int = 20, max_lines: int = 40,
                          max_tokens: int | None = None, compact: bool = False) -> dict[str, Any]:
     """The ``find_references`` tool (the name and k are checked by :meth:`CodeSearch.references`)."""
+    return _symbol_tool(ws, lambda cs: cs.references(name, k=k), repo, max_lines, max_tokens, compact)
+
+
+def _symbol_tool(ws: Workspace, find: Callable[[CodeSearch], SymbolHits], repo: str | None, max_lines: int,
+                 max_tokens: int | None, compact: bool) -> dict[str, Any]:
+    """A symbol tool's answer: ``find`` run on the repository's searcher under its lock, fitted to the budget."""
     _checked(max_lines, max_tokens)
     cs, lock = ws.searcher(repo)
     with lock:
-        found = cs.references(name, k=k)
+        found = find(cs)
     return _fit({"repo": str(cs.root), **symbol_answer(found, max_lines=max_lines, compact=compact)}, max_tokens)
 
 
