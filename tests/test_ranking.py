@@ -25,7 +25,7 @@ from codesearch.ranking import (
     resolve_ranking,
 )
 from codesearch.ranking import stages as S
-from codesearch.ranking.facts import same_word
+from codesearch.ranking.facts import SymbolTable, same_word, squash_name
 
 # --- query profile -----------------------------------------------------------------
 
@@ -110,6 +110,35 @@ def test_facts_index_files_and_definitions(facts: IndexFacts) -> None:
     # router.go, router_test.go and routing.md: "routing" and "router" share all but their last 2-3 letters.
     assert facts.files_matching("routing") == facts.files_matching("router") == {0, 3, 4}
     assert facts.files_matching("logger") == {1}
+
+
+def test_path_facts_answer_as_a_scan_of_every_file_would() -> None:
+    """Files sharing a (folder, stem) pair are matched once for all of them (a corpus's copies of a repository,
+    ``index.ts`` in many folders of one name): the answers are those of checking every file's own words."""
+    paths = [f"repo{r}/{d}/{name}" for r in range(3) for d, name in (
+        ("src/routing", "Router.go"), ("lib/routing", "router_test.go"), ("src", "http_client.py"),
+        ("pkg/http", "HttpClients.java"), ("docs", "routing.md"), ("deep/routers/x", "index.ts"),
+        ("a", "Logger.php"), ("", "README.md"))]
+    paths = [p.replace("//", "/") for p in paths]
+    facts = IndexFacts([{"path": p} for p in paths])
+    for word in ("routing", "router", "http", "client", "clients", "logger", "readme", "index", "xyz", "ro", ""):
+        by_scan = {n for n, p in enumerate(facts.files) if any(same_word(word, w) for w in path_words(p))}
+        assert facts.files_matching(word) == by_scan, word
+    for name in ("httpclient", "router", "logger", "index", "readme", "routing"):
+        named = [n for n, stem in enumerate(facts.stems) if squash_name(stem) in (name, name + "s")
+                 or squash_name(stem).rstrip("s") == name]
+        assert facts.files_named(name) == named, name
+    assert facts.files_named("httpclient") == [2, 3, 10, 11, 18, 19]  # http_client.py and HttpClients.java, 3 copies
+
+
+def test_a_symbol_table_of_some_names_holds_what_the_whole_table_holds_for_them() -> None:
+    symbols = [(0, ["Session.send", "Session"]), (1, ["send"]), (2, ["impl fmt::Display for Foo"]), (3, ["(*Client).Do"])]
+    whole = SymbolTable.build(symbols)
+    some = SymbolTable.build(symbols, only={"send", "foo", "absent"})
+    for name in ("send", "foo", "absent"):
+        assert some.get(name) == whole.get(name)
+    assert some.get("session") == [] and whole.get("session") != []
+    assert "do" in whole and "do" not in some
 
 
 def test_candidates_keep_only_positive_keyword_scores_and_respect_the_mask() -> None:

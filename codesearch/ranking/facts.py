@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from typing import Any
@@ -145,13 +145,17 @@ class SymbolTable:
         self.names, self.start, self.chunks, self.written = names, start, chunks, written
 
     @classmethod
-    def build(cls, symbols: Iterable[tuple[int, Iterable[str]]]) -> SymbolTable:
-        """From ``(chunk, its symbols)`` in chunk order: each symbol answers to its :func:`definition_names`."""
+    def build(cls, symbols: Iterable[tuple[int, Iterable[str]]], only: Collection[str] | None = None) -> SymbolTable:
+        """From ``(chunk, its symbols)`` in chunk order: each symbol answers to its :func:`definition_names`
+        (with ``only``, only the lowercased names in it: a table for one query's names)."""
         table: dict[str, list[Definition]] = {}
         for chunk, names in symbols:
             for symbol in names:
                 for name in definition_names(symbol):
-                    entries = table.setdefault(name.lower(), [])
+                    lower = name.lower()
+                    if only is not None and lower not in only:
+                        continue
+                    entries = table.setdefault(lower, [])
                     if not entries or entries[-1].chunk != chunk:
                         entries.append(Definition(chunk, name))
         keys = sorted(table, key=lambda k: k.encode("utf-8", "surrogatepass"))
@@ -239,7 +243,6 @@ class IndexFacts:
         self.file_of = file_of
         self.symbols = symbols
         self._kinds = kinds
-        self._file_words: dict[int, frozenset[str]] = {}
         self._named: dict[str, list[int]] = {}
         self._files_matching: dict[str, frozenset[int]] = {}
         self._prior_cache: dict[tuple[tuple[str, float], ...], np.ndarray] = {}
@@ -262,47 +265,64 @@ class IndexFacts:
 
     @cached_property
     def words(self) -> list[frozenset[str]]:
-        return [self._words_of(number) for number in range(len(self.files))]
-
-    def _words_of(self, number: int) -> frozenset[str]:
-        words = self._file_words.get(number)
-        if words is None:
-            words = self._file_words[number] = path_words(self.files[number])
-        return words
-
-    @cached_property
-    def _lowered_paths(self) -> tuple[str, list[int]]:
-        """Every file's path lowercased, one per line, and where each line starts. Each path word is a piece of
-        its lowercased path, so a query word's first three letters found there name every file that may hold a
-        form of it (:func:`same_word` needs them shared): only those files' words are split, not the whole tree's."""
-        lowered = [p.lower() for p in self.files]
-        return "\n".join(lowered), _line_starts(lowered)
+        return [path_words(path) for path in self.files]
 
     @cached_property
     def stems(self) -> list[str]:
         return [file_stem(p.rsplit("/", 1)[-1]).lower() for p in self.files]
 
     @cached_property
-    def _squashed_stems(self) -> tuple[list[str], str, list[int]]:
-        """Every file's stem squashed, one per line, and where each line starts (see :meth:`files_named`)."""
+    def _name_keys(self) -> tuple[list[tuple[str, str]], list[list[int]], str, list[int]]:
+        """The distinct ``(parent folder, stem)`` pairs of the files (what a file's path words are made of), the
+        files of each, and the pairs lowercased as ``parent/stem``, one per line, with where each line starts.
+
+        Each path word is a piece of its lowercased pair, so a query word's first three letters found there name
+        every pair that may hold a form of it (:func:`same_word` needs them shared): only those pairs' words are
+        split, once per pair however many files share it (``index.ts`` in many folders of one name, a repository's
+        copies across a corpus), and the text searched holds no folders above the parent."""
+        index: dict[tuple[str, str], int] = {}
+        keys: list[tuple[str, str]] = []
+        files_of: list[list[int]] = []
+        for number, path in enumerate(self.files):
+            folder, _, name = path.rpartition("/")
+            key = (folder.rpartition("/")[2], file_stem(name))
+            found = index.get(key)
+            if found is None:
+                found = index[key] = len(keys)
+                keys.append(key)
+                files_of.append([])
+            files_of[found].append(number)
+        lowered = [f"{parent}/{stem}".lower() for parent, stem in keys]
+        return keys, files_of, "\n".join(lowered), _line_starts(lowered)
+
+    @cached_property
+    def _squashed_stems(self) -> tuple[list[str], list[list[int]], str, list[int]]:
+        """The distinct squashed stems, the files of each, and the stems one per line with where each line starts
+        (see :meth:`files_named`)."""
         squashed = squash_name("\n".join(self.stems)).split("\n")
         if len(squashed) != len(self.stems):  # a stem with a line break in it
             squashed = [squash_name(stem) for stem in self.stems]
-        return squashed, "\n".join(squashed), _line_starts(squashed)
+        index: dict[str, list[int]] = {}
+        for number, stem in enumerate(squashed):
+            index.setdefault(stem, []).append(number)
+        names = list(index)
+        return names, list(index.values()), "\n".join(names), _line_starts(names)
 
     def files_named(self, name: str) -> list[int]:
         """Files whose whole stem is ``name``, squashed (``http_client.py``, ``HttpClient.java``, ``httpclients.go``),
-        or is ``name`` and trailing ``s``: found where ``name`` occurs in the squashed stems, then checked."""
+        or is ``name`` and trailing ``s``, in file order: found where ``name`` occurs in the squashed stems, then
+        checked."""
         found = self._named.get(name)
         if found is None:
-            squashed, text, starts = self._squashed_stems
+            names, files_of, text, starts = self._squashed_stems
             found = []
             at = text.find(name)
             while at >= 0:
-                number = bisect_right(starts, at) - 1
-                if squashed[number] == name or squashed[number].rstrip("s") == name:
-                    found.append(number)
-                at = text.find(name, starts[number + 1]) if number + 1 < len(starts) else -1
+                k = bisect_right(starts, at) - 1
+                if names[k] == name or names[k].rstrip("s") == name:
+                    found.extend(files_of[k])
+                at = text.find(name, starts[k + 1]) if k + 1 < len(starts) else -1
+            found.sort()
             self._named[name] = found
         return found
 
@@ -310,15 +330,16 @@ class IndexFacts:
         """Files whose stem or parent folder holds a form of ``word`` (see :func:`same_word`); cached."""
         found = self._files_matching.get(word)
         if found is None:
-            numbers: set[int] = set()
+            numbers: list[int] = []
             prefix = word[:3]
-            text, starts = self._lowered_paths
+            keys, files_of, text, starts = self._name_keys
             at = text.find(prefix) if prefix else -1
             while at >= 0:
-                number = bisect_right(starts, at) - 1
-                if any(c[:3] == prefix and same_word(word, c) for c in self._words_of(number)):
-                    numbers.add(number)
-                at = text.find(prefix, starts[number + 1]) if number + 1 < len(starts) else -1
+                k = bisect_right(starts, at) - 1
+                parent, stem = keys[k]
+                if any(c[:3] == prefix and same_word(word, c) for c in _name_words(stem) | _name_words(parent)):
+                    numbers.extend(files_of[k])
+                at = text.find(prefix, starts[k + 1]) if k + 1 < len(starts) else -1
             found = self._files_matching[word] = frozenset(numbers)
         return found
 
