@@ -15,6 +15,8 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
+import pyarrow as pa
 import pytest
 
 pytest.importorskip("ray")
@@ -25,7 +27,7 @@ from conftest import SESSIONS, UTILS, HashingEmbedder
 from codesearch import CodeSearch
 from codesearch.corpus import Corpus
 from codesearch.corpus import store as corpus_store
-from codesearch.corpus.schema import CHUNKS, FILES
+from codesearch.corpus.schema import CHUNKS, FILES, chunk_schema
 from codesearch.corpus.store import KILL_ENV
 from codesearch.exceptions import (
     ClusterUnavailableError,
@@ -478,3 +480,59 @@ def test_the_real_models_build_and_answer(ray_cluster, repos: dict[str, Path], t
     for query in QUERIES[:4]:
         assert [h.location for h in c.search(query, k=5, repos="pyreq")] == [h.location for h in single.search(query, k=5)]
     shutil.rmtree(tmp_path / "store")
+
+
+def _chunk_rows(start: int, n: int, dim: int = 8) -> pa.Table:
+    """``n`` chunk rows (ids from ``start``) with random unit static vectors and no transformer vectors."""
+    rng = np.random.default_rng(start)
+    vectors = rng.normal(size=(n, dim)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    ids = list(range(start, start + n))
+    return pa.table({
+        "chunk_id": ids, "repo": ["r"] * n, "path": [f"f{i % 50}.py" for i in ids], "start_line": [1] * n,
+        "end_line": [2] * n, "ordinal": [i // 50 for i in ids], "kind": ["source"] * n, "symbols": [[f"s{i}"] for i in ids],
+        "def_names": [[f"s{i}"] for i in ids], "text": [f"def s{i}(): pass" for i in ids],
+        "keyword_text": [f"def s{i} pass" for i in ids], "content_key": [str(i) for i in ids],
+        "vector_key": [str(i) for i in ids], "read": [True] * n, "model_fp": ["m"] * n,
+        "static_vector": list(vectors), "vector": [None] * n,
+    }, schema=chunk_schema(dim, dim))
+
+
+def _partitions(store: corpus_store.CorpusStore, column: str) -> int:
+    ds = store.latest(CHUNKS)
+    assert ds is not None
+    return int(ds.stats.index_stats(f"{column}_idx")["indices"][0]["num_partitions"])
+
+
+def test_a_vector_index_keeps_its_partitions_and_is_trained_again_once_the_table_outgrows_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Partitions follow √rows; Lance's own index optimisation keeps them; a table grown 4-fold gets an index
+    trained anew (new rows would otherwise only fatten the old partitions)."""
+    monkeypatch.setattr(corpus_store, "VECTOR_INDEX_MIN_ROWS", 64)
+    store = corpus_store.CorpusStore(tmp_path / "corpus")
+    assert corpus_store.ivf_partitions(1_000_000) == 1000 and corpus_store.ivf_partitions(10) == 8
+    with store.writer() as writer:
+        writer.merge(CHUNKS, "chunk_id", _chunk_rows(0, 900), None, new_keys_only=True)
+        assert writer.optimize(has_full=False)
+        first = _partitions(store, "static_vector")
+        assert first >= corpus_store.RETRAIN_BELOW * corpus_store.ivf_partitions(900)  # about 30
+        ds = store.latest(CHUNKS)
+        assert ds is not None
+        ds.optimize.optimize_indices()  # what every optimize runs after making indexes
+        assert _partitions(store, "static_vector") >= corpus_store.RETRAIN_BELOW * corpus_store.ivf_partitions(900)
+
+        writer.merge(CHUNKS, "chunk_id", _chunk_rows(900, 900), None, new_keys_only=True)  # 2x: the index stays
+        assert writer.optimize(has_full=False, always=False)  # new rows past the unindexed share: folded in
+        assert _partitions(store, "static_vector") <= first + 2
+
+        writer.merge(CHUNKS, "chunk_id", _chunk_rows(1800, 6300), None, new_keys_only=True)  # 9x the first table
+        assert writer.optimize(has_full=False, always=False)
+        retrained = _partitions(store, "static_vector")
+        assert retrained >= corpus_store.RETRAIN_BELOW * corpus_store.ivf_partitions(8100) > first
+        ds = store.latest(CHUNKS)
+        assert ds is not None and ds.count_rows() == 8100
+        # The retrained index answers: a row's own vector finds it.
+        row = ds.take([4321], columns=["chunk_id", "static_vector"]).to_pylist()[0]
+        found = ds.to_table(nearest={"column": "static_vector", "q": np.asarray(row["static_vector"], dtype=np.float32),
+                                     "k": 5, "metric": "dot", "minimum_nprobes": 30}, columns=["chunk_id"])
+        assert row["chunk_id"] in found["chunk_id"].to_pylist()

@@ -282,8 +282,8 @@ class CorpusSource:
                 out.append((row, score))
         return _best(out, depth)
 
-    def _definitions(self, query: str, where: Scope) -> list[dict[str, Any]]:
-        names = sorted({name.lower() for forms in analyze_query(query).symbols for name in forms})
+    def _definitions(self, names: list[str], where: Scope) -> list[dict[str, Any]]:
+        """The rows in scope that define any of ``names`` (lowercased)."""
         if not names:
             return []
         table = self.ds.to_table(columns=[*KEY_COLUMNS, "symbols"], with_row_id=True, filter=_and([
@@ -299,19 +299,19 @@ class CorpusSource:
         # The lists' reads are independent and Lance releases the GIL: they run side by side.
         jobs: dict[tuple[str, str], Any] = {}
         pool = _pool()
-        if True:
-            if mode != "dense":
-                jobs["lists", "bm25"] = pool.submit(self._keyword, query, where, depth, ranking)
-                if restricted and ranking.score_share:
-                    jobs["whole", "bm25"] = pool.submit(self._keyword, query, None, depth, ranking)
-            if mode != "bm25" and tier is not None and query_vector is not None:
-                name = LIST_OF[tier]
-                jobs["lists", name] = pool.submit(self._vector, tier, query_vector, where, depth)
-                if restricted and ranking.score_share:
-                    jobs["whole", name] = pool.submit(self._vector, tier, query_vector, None, depth)
-            if ranking.definitions:
-                jobs["definitions", ""] = pool.submit(self._definitions, query, where)
-            done = {key: job.result() for key, job in jobs.items()}
+        names = sorted({name.lower() for forms in analyze_query(query).symbols for name in forms})
+        if mode != "dense":
+            jobs["lists", "bm25"] = pool.submit(self._keyword, query, where, depth, ranking)
+            if restricted and ranking.score_share:
+                jobs["whole", "bm25"] = pool.submit(self._keyword, query, None, depth, ranking)
+        if mode != "bm25" and tier is not None and query_vector is not None:
+            name = LIST_OF[tier]
+            jobs["lists", name] = pool.submit(self._vector, tier, query_vector, where, depth)
+            if restricted and ranking.score_share:
+                jobs["whole", name] = pool.submit(self._vector, tier, query_vector, None, depth)
+        if ranking.definitions:
+            jobs["definitions", ""] = pool.submit(self._definitions, names, where)
+        done = {key: job.result() for key, job in jobs.items()}
         lists: dict[str, list[tuple[dict[str, Any], float]]] = {n: v for (kind, n), v in done.items() if kind == "lists"}
         whole: dict[str, list[tuple[dict[str, Any], float]]] = {n: v for (kind, n), v in done.items() if kind == "whole"}
         definitions: list[dict[str, Any]] = done.get(("definitions", ""), [])
@@ -332,8 +332,9 @@ class CorpusSource:
                 if source:
                     ranges[name] = (float(source[-1][1]), float(source[0][1]))
         file_of = {i: self.files.number[(row["repo"], row["path"])] for i, row in enumerate(ordered)}
-        symbols = SymbolTable.build((number[row["chunk_id"]], row["symbols"] or ()) for row in
-                                    sorted(definitions, key=lambda r: number[r["chunk_id"]]))
+        # The query's names only: a row may define many others, and their entries would go unread.
+        symbols = SymbolTable.build(((number[row["chunk_id"]], row["symbols"] or ()) for row in
+                                     sorted(definitions, key=lambda r: number[r["chunk_id"]])), only=set(names))
         facts = CorpusFacts(self.files, file_of, symbols)
         vectors = None
         if vector_column is not None and query_vector is not None:
