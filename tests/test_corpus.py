@@ -536,3 +536,12 @@ def test_a_vector_index_keeps_its_partitions_and_is_trained_again_once_the_table
         found = ds.to_table(nearest={"column": "static_vector", "q": np.asarray(row["static_vector"], dtype=np.float32),
                                      "k": 5, "metric": "dot", "minimum_nprobes": 30}, columns=["chunk_id"])
         assert row["chunk_id"] in found["chunk_id"].to_pylist()
+
+
+def test_repositories_are_handed_to_the_actors_largest_first() -> None:
+    """So that no large repository starts last on one actor while the others idle; unknown sizes lead."""
+    from codesearch.corpus.corpus import largest_first
+
+    work = [("small", "/s", None), ("far", "/f", None), ("large", "/l", None), ("mid", "/m", None), ("tie", "/t", None)]
+    sizes = {"small": 10, "large": 5000, "mid": 300, "tie": 300}
+    assert [name for name, _, _ in largest_first(work, sizes)] == ["far", "large", "mid", "tie", "small"]
