@@ -129,16 +129,22 @@ def with_projection(report: dict[str, Any]) -> dict[str, Any]:
     On a shared machine the wall clock says how busy the others were; each
     actor's CPU seconds on its repositories do not. On ``n`` idle cores the
     pipeline takes at least its busiest actor's CPU seconds, and at least all
-    the CPU seconds spent meanwhile (the driver's too) over ``n``:
+    the CPU seconds spent meanwhile (the driver's too, while the repositories
+    stream: Ray's start is left out) over ``n``:
     ``projected = chunks / max(busiest actor, (actors + driver) / n)``, ``n``
-    this machine's cores (the local Ray's CPUs).
+    this machine's cores (the local Ray's CPUs). ``stream_chunks_per_s``: the
+    wall clock from the first repository handed out to the last merged (the
+    actors' start included, Ray's start and stop not).
     """
     workers = list(report["workers"].values())
     out = {**report, "chunks_per_s": round(report["inserted"] / max(report["pipeline_s"], 1e-9), 1),
            "driver_peak_mb": report["driver_peak_rss_mb"], "worker_peak_mb": sorted(w["peak_rss_mb"] for w in workers)}
+    if report.get("stream_s"):
+        out["stream_chunks_per_s"] = round(report["inserted"] / report["stream_s"], 1)
     if workers and all("cpu_s" in w for w in workers):
         busiest = max(w["cpu_s"] for w in workers)
-        total = sum(w["cpu_s"] for w in workers) + report.get("driver_pipeline_cpu_s", report.get("driver_cpu_s", 0.0))
+        driver = report.get("driver_stream_cpu_s") or report.get("driver_pipeline_cpu_s", report.get("driver_cpu_s", 0.0))
+        total = sum(w["cpu_s"] for w in workers) + driver
         cores = os.cpu_count() or 1
         out["actor_cpu_s"] = sorted(w["cpu_s"] for w in workers)
         out["per_actor_chunks_per_cpu_s"] = round(report["inserted"] / max(sum(w["cpu_s"] for w in workers), 1e-9), 1)
@@ -375,6 +381,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="indexes of an earlier peer run (NAME-int8, NAME-static) to copy instead of embedding again")
     parser.add_argument("--sizes", default="10k,100k,1m")
     parser.add_argument("--latency-queries", type=int, default=100)
+    parser.add_argument("--build-rounds", type=int, default=3,
+                        help="static 10k builds with 1 and 2 actors, in turn, this many times (medians reported)")
     parser.add_argument("--measure-only", action="store_true",
                         help="only query latency and ANN recall again, on the stores an earlier run left in --work")
     parser.add_argument("--refresh-1m", action="store_true",
@@ -428,19 +436,33 @@ def main(argv: Sequence[str] | None = None) -> int:
         trees10 = copy_trees(repos, args.work / "trees", 1)
         size: dict[str, Any] = {"build": {}}
         for tier in ("static", "full"):
-            for actors in (1, 2):
-                store = args.work / (f"{tier}10k-a{actors}" if (tier, actors) != ("full", 2) else "full10k")
-                shutil.rmtree(store, ignore_errors=True)
-                paths = trees10 if tier == "static" else [f"{r.name}={r.root}" for r in repos]
-                facts = size["build"][f"{tier}_{actors}_actor"] = run_corpus(store, "build", paths, tier=tier,
-                                                                             actors=actors)
-                print(f"10k {tier}, {actors} actor(s): {facts['chunks_per_s']} chunks/s", file=sys.stderr)
-                save()
-            one, two = (size["build"][f"{tier}_{a}_actor"] for a in (1, 2))
-            size["build"][f"{tier}_actor_speedup"] = round(two["chunks_per_s"] / one["chunks_per_s"], 3)
-            if "projected_chunks_per_s" in one:
-                size["build"][f"{tier}_actor_speedup_projected"] = round(
-                    two["projected_chunks_per_s"] / one["projected_chunks_per_s"], 3)
+            rounds = args.build_rounds if tier == "static" else 1
+            speedups: dict[str, list[float]] = {}
+            for round_ in range(rounds):  # 1 and 2 actors in turn, so a noisy minute weighs on both alike
+                built = {}
+                for actors in (1, 2):
+                    store = args.work / (f"{tier}10k-a{actors}" if (tier, actors) != ("full", 2) else "full10k")
+                    shutil.rmtree(store, ignore_errors=True)
+                    paths = trees10 if tier == "static" else [f"{r.name}={r.root}" for r in repos]
+                    facts = built[actors] = run_corpus(store, "build", paths, tier=tier, actors=actors)
+                    print(f"10k {tier}, {actors} actor(s), round {round_ + 1}: {facts['chunks_per_s']} chunks/s, "
+                          f"streaming {facts.get('stream_chunks_per_s')}", file=sys.stderr)
+                for key in ("chunks_per_s", "stream_chunks_per_s", "projected_chunks_per_s"):
+                    if key in built[1] and key in built[2]:
+                        speedups.setdefault(key, []).append(round(built[2][key] / built[1][key], 3))
+                for actors in (1, 2):
+                    size["build"].setdefault(f"{tier}_{actors}_actor_rounds", []).append(built[actors])
+            for actors in (1, 2):  # the median round by throughput stands for the tier
+                runs = size["build"].pop(f"{tier}_{actors}_actor_rounds")
+                size["build"][f"{tier}_{actors}_actor"] = sorted(runs, key=lambda r: r["chunks_per_s"])[len(runs) // 2]
+                if len(runs) > 1:
+                    size["build"][f"{tier}_{actors}_actor"]["rounds_chunks_per_s"] = [r["chunks_per_s"] for r in runs]
+            names = {"chunks_per_s": "", "stream_chunks_per_s": "_stream", "projected_chunks_per_s": "_projected"}
+            for key, values in speedups.items():  # the median of the rounds' ratios, each measured side by side
+                size["build"][f"{tier}_actor_speedup{names[key]}"] = sorted(values)[len(values) // 2]
+                if len(values) > 1:
+                    size["build"][f"{tier}_actor_speedup{names[key]}_rounds"] = values
+            save()
         shutil.rmtree(args.work / "full10k-a1", ignore_errors=True)
         out["sizes"].setdefault("10k", {})["build"] = size["build"]
         if args.builds_only:
@@ -598,6 +620,13 @@ def print_tables(out: dict[str, Any]) -> None:
                lat.get("scoped_static_cold_ms", {}).get("p50"), size.get("store_mb"), max((d for d in drivers if d), default="-"),
                max(workers) if workers else "-", ", ".join(f"{a['column']} {a['recall_at_100']}" for a in size.get("ann", []))]
         print("  " + " | ".join(str(c) for c in row))
+        for tier in ("static", "full"):
+            ratios = {label: build.get(f"{tier}_actor_speedup{suffix}") for label, suffix in
+                      (("wall", ""), ("streaming", "_stream"), ("projected", "_projected"))}
+            if any(ratios.values()):
+                rounds = len(build.get(f"{tier}_actor_speedup_rounds", [])) or 1
+                print(f"    {tier}: 2 actors / 1 actor, " + ", ".join(f"{k} {v}" for k, v in ratios.items() if v)
+                      + (f" (medians of {rounds} rounds)" if rounds > 1 else ""))
         if "org_full_ms" in lat:
             print(f"    transformer tier: org p50/p95 {lat['org_full_ms']['p50']}/{lat['org_full_ms']['p95']} ms, "
                   f"scoped warm {lat['scoped_full_warm_ms']['p50']}/{lat['scoped_full_warm_ms']['p95']} ms")
