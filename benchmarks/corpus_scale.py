@@ -143,7 +143,8 @@ def with_projection(report: dict[str, Any]) -> dict[str, Any]:
         out["stream_chunks_per_s"] = round(report["inserted"] / report["stream_s"], 1)
     if workers and all("cpu_s" in w for w in workers):
         busiest = max(w["cpu_s"] for w in workers)
-        driver = report.get("driver_stream_cpu_s") or report.get("driver_pipeline_cpu_s", report.get("driver_cpu_s", 0.0))
+        driver = report["driver_stream_cpu_s"] if report.get("stream_s") else report.get(
+            "driver_pipeline_cpu_s", report.get("driver_cpu_s", 0.0))
         total = sum(w["cpu_s"] for w in workers) + driver
         cores = os.cpu_count() or 1
         out["actor_cpu_s"] = sorted(w["cpu_s"] for w in workers)
@@ -281,6 +282,38 @@ def latency(corpus: Corpus, tasks: Sequence[tuple[str, str]], full: bool) -> dic
     return out
 
 
+def actor_builds(work: Path, label: str, paths: dict[str, list[str]], rounds: dict[str, int]) -> dict[str, Any]:
+    """Builds of ``paths`` with 1 and 2 actors per tier, in turn ``rounds[tier]`` times (a noisy minute weighs on
+    both alike): each count's median round by throughput, and the medians of the rounds' side-by-side ratios
+    (``<tier>_actor_speedup``, ``_stream``, ``_projected``). The full tier's 2-actor store stays as ``full10k``."""
+    build: dict[str, Any] = {}
+    names = {"chunks_per_s": "", "stream_chunks_per_s": "_stream", "projected_chunks_per_s": "_projected"}
+    for tier, tier_paths in paths.items():
+        speedups: dict[str, list[float]] = {}
+        runs: dict[int, list[dict[str, Any]]] = {1: [], 2: []}
+        for round_ in range(rounds[tier]):
+            built = {}
+            for actors in (1, 2):
+                store = work / (f"{tier}{label}-a{actors}" if (tier, actors) != ("full", 2) else f"full{label}")
+                shutil.rmtree(store, ignore_errors=True)
+                facts = built[actors] = run_corpus(store, "build", tier_paths, tier=tier, actors=actors)
+                runs[actors].append(facts)
+                print(f"{label} {tier}, {actors} actor(s), round {round_ + 1}: {facts['chunks_per_s']} chunks/s, "
+                      f"streaming {facts.get('stream_chunks_per_s')}", file=sys.stderr)
+            for key in names:
+                if key in built[1] and key in built[2]:
+                    speedups.setdefault(key, []).append(round(built[2][key] / built[1][key], 3))
+        for actors, facts_list in runs.items():  # the median round by throughput stands for the count
+            chosen = build[f"{tier}_{actors}_actor"] = sorted(facts_list, key=lambda r: r["chunks_per_s"])[len(facts_list) // 2]
+            if len(facts_list) > 1:
+                chosen["rounds_chunks_per_s"] = [r["chunks_per_s"] for r in facts_list]
+        for key, values in speedups.items():
+            build[f"{tier}_actor_speedup{names[key]}"] = sorted(values)[len(values) // 2]
+            if len(values) > 1:
+                build[f"{tier}_actor_speedup{names[key]}_rounds"] = values
+    return build
+
+
 def edit_one_percent(corpus: Corpus, seed: int = 7) -> tuple[list[str], int]:
     """Append a line to 1% of the corpus's files (uniformly drawn); the repositories touched and the files edited."""
     ds = corpus.store.open(FILES, corpus.store.manifest().versions[FILES])
@@ -390,7 +423,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--refresh-only", action="store_true",
                         help="only the static builds at --sizes (10k, 100k) and a refresh after editing 1%% of files")
     parser.add_argument("--builds-only", action="store_true",
-                        help="only the 10k builds (1 and 2 actors, both tiers); the rest of an earlier --json is kept")
+                        help="only the builds with 1 and 2 actors at --sizes (10k: both tiers; 100k: the static "
+                             "tier); the rest of an earlier --json is kept")
     parser.add_argument("--json", dest="json_out", type=Path)
     args = parser.parse_args(argv)
     sizes = [s.strip().lower() for s in args.sizes.split(",") if s.strip()]
@@ -435,36 +469,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         # 2. 10k: the DEV trees, static tier with 1 and 2 actors, then the transformer tier with 2 actors
         trees10 = copy_trees(repos, args.work / "trees", 1)
         size: dict[str, Any] = {"build": {}}
-        for tier in ("static", "full"):
-            rounds = args.build_rounds if tier == "static" else 1
-            speedups: dict[str, list[float]] = {}
-            for round_ in range(rounds):  # 1 and 2 actors in turn, so a noisy minute weighs on both alike
-                built = {}
-                for actors in (1, 2):
-                    store = args.work / (f"{tier}10k-a{actors}" if (tier, actors) != ("full", 2) else "full10k")
-                    shutil.rmtree(store, ignore_errors=True)
-                    paths = trees10 if tier == "static" else [f"{r.name}={r.root}" for r in repos]
-                    facts = built[actors] = run_corpus(store, "build", paths, tier=tier, actors=actors)
-                    print(f"10k {tier}, {actors} actor(s), round {round_ + 1}: {facts['chunks_per_s']} chunks/s, "
-                          f"streaming {facts.get('stream_chunks_per_s')}", file=sys.stderr)
-                for key in ("chunks_per_s", "stream_chunks_per_s", "projected_chunks_per_s"):
-                    if key in built[1] and key in built[2]:
-                        speedups.setdefault(key, []).append(round(built[2][key] / built[1][key], 3))
-                for actors in (1, 2):
-                    size["build"].setdefault(f"{tier}_{actors}_actor_rounds", []).append(built[actors])
-            for actors in (1, 2):  # the median round by throughput stands for the tier
-                runs = size["build"].pop(f"{tier}_{actors}_actor_rounds")
-                size["build"][f"{tier}_{actors}_actor"] = sorted(runs, key=lambda r: r["chunks_per_s"])[len(runs) // 2]
-                if len(runs) > 1:
-                    size["build"][f"{tier}_{actors}_actor"]["rounds_chunks_per_s"] = [r["chunks_per_s"] for r in runs]
-            names = {"chunks_per_s": "", "stream_chunks_per_s": "_stream", "projected_chunks_per_s": "_projected"}
-            for key, values in speedups.items():  # the median of the rounds' ratios, each measured side by side
-                size["build"][f"{tier}_actor_speedup{names[key]}"] = sorted(values)[len(values) // 2]
-                if len(values) > 1:
-                    size["build"][f"{tier}_actor_speedup{names[key]}_rounds"] = values
+        if not args.builds_only or "10k" in sizes:
+            size["build"] = actor_builds(args.work, "10k", {"static": trees10, "full": [f"{r.name}={r.root}" for r in repos]},
+                                         {"static": args.build_rounds, "full": 1})
+            out["sizes"].setdefault("10k", {})["build"] = size["build"]
+            save()
+        if args.builds_only and "100k" in sizes:  # the static tier where the actors' start weighs less
+            trees100 = copy_trees(repos, args.work / "trees", 10)
+            out["sizes"].setdefault("100k", {})["build"] = actor_builds(args.work, "100k", {"static": trees100},
+                                                                        {"static": args.build_rounds})
             save()
         shutil.rmtree(args.work / "full10k-a1", ignore_errors=True)
-        out["sizes"].setdefault("10k", {})["build"] = size["build"]
         if args.builds_only:
             return 0
         full_store = args.work / "full10k"
