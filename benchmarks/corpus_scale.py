@@ -303,12 +303,13 @@ def actor_builds(work: Path, label: str, paths: dict[str, list[str]], rounds: di
             for key in names:
                 if key in built[1] and key in built[2]:
                     speedups.setdefault(key, []).append(round(built[2][key] / built[1][key], 3))
-        for actors, facts_list in runs.items():  # the median round by throughput stands for the count
-            chosen = build[f"{tier}_{actors}_actor"] = sorted(facts_list, key=lambda r: r["chunks_per_s"])[len(facts_list) // 2]
+        for actors, facts_list in runs.items():  # the median round by throughput (the lower of two) stands for it
+            chosen = build[f"{tier}_{actors}_actor"] = sorted(facts_list, key=lambda r: r["chunks_per_s"])[
+                (len(facts_list) - 1) // 2]
             if len(facts_list) > 1:
                 chosen["rounds_chunks_per_s"] = [r["chunks_per_s"] for r in facts_list]
         for key, values in speedups.items():
-            build[f"{tier}_actor_speedup{names[key]}"] = sorted(values)[len(values) // 2]
+            build[f"{tier}_actor_speedup{names[key]}"] = round(statistics.median(values), 3)
             if len(values) > 1:
                 build[f"{tier}_actor_speedup{names[key]}_rounds"] = values
     return build
