@@ -545,3 +545,20 @@ def test_repositories_are_handed_to_the_actors_largest_first() -> None:
     work = [("small", "/s", None), ("far", "/f", None), ("large", "/l", None), ("mid", "/m", None), ("tie", "/t", None)]
     sizes = {"small": 10, "large": 5000, "mid": 300, "tie": 300}
     assert [name for name, _, _ in largest_first(work, sizes)] == ["far", "large", "mid", "tie", "small"]
+
+
+def test_a_build_on_ray_makes_its_indexes_in_a_ray_task_not_in_the_driver(
+        ray_cluster, repos: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    """An index build's memory grows with the table (2.1 GB at 1M rows); the driver's must not. Ray's worker
+    processes import the store afresh, so a driver that cannot optimize still gets a corpus with its indexes."""
+    def not_here(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        raise AssertionError("the driver optimized")
+
+    monkeypatch.setattr(corpus_store.Writer, "optimize", not_here)
+    c = corpus(tmp_path / "store")
+    report = c.build([str(p) for p in repos.values()])
+    assert report.ray and report.optimized and report.optimize_s > 0
+    ds = c.store.open(CHUNKS, c.store.manifest().versions[CHUNKS])
+    assert ds is not None
+    assert {"repo_idx", "chunk_id_idx", "def_names_idx", "keyword_text_idx"} <= {i["name"] for i in ds.list_indices()}
+    assert c.search("super_len", k=3, repos=["pyreq"])[0].path.endswith("utils.py")

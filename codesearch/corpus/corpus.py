@@ -38,7 +38,7 @@ from codesearch.corpus.schema import (
     sql_string,
 )
 from codesearch.corpus.source import CorpusSource, RepoView, _FileSet
-from codesearch.corpus.store import CorpusStore, Writer, delete_where
+from codesearch.corpus.store import CorpusStore, Writer, delete_where, optimize_store
 from codesearch.embedding.catalogue import DEFAULT_MODEL, ModelSpec, resolve_model
 from codesearch.exceptions import ModelMismatchError, RepositoryNotInCorpusError, RootNotFoundError
 from codesearch.files.scan import Listing
@@ -78,10 +78,10 @@ class CorpusReport:
         hashed_files: files read because their stats changed or were unknown (the rest were left unread).
         unchanged_repos: repositories a refresh skipped: no file added, removed or with other stats.
         seconds: wall time; ``pipeline_s``: of it, the actors' run (their start included) and the merges;
-            ``ray_start_s``: of that, starting (or joining) Ray and stopping it; ``stream_s``: the rest, from the
-            first repository handed out to the last one merged (the actors' start and model load included);
-            ``optimize_s``: compaction and indexes; ``optimized``: whether they ran (a small refresh leaves its
-            rows to the indexes' flat scan, :meth:`~codesearch.corpus.store.Writer.optimize`).
+            ``ray_start_s``: of that, starting (or joining) Ray; ``stream_s``: the rest, from the first repository
+            handed out to the last one merged (the actors' start and model load included); ``optimize_s``:
+            compaction and indexes (a Ray task when Ray ran); ``optimized``: whether they ran (a small refresh
+            leaves its rows to the indexes' flat scan, :meth:`~codesearch.corpus.store.Writer.optimize`).
         ray: whether Ray ran the work (false: done in this process, or nothing to do).
         actors: the actor pool's size; ``workers``: per actor process (this one when in process), its
             repositories, chunks written, peak memory (MB) and CPU seconds spent on its repositories (``cpu_s``).
@@ -122,6 +122,14 @@ class CorpusReport:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def _pipeline_done(report: CorpusReport, began: float, cpu_began: float) -> None:
+    """The pipeline's figures, once the repositories are merged (before the indexes)."""
+    report.pipeline_s = round(time.perf_counter() - began, 3)
+    report.ray_start_s = round(report.pipeline_s - report.stream_s, 3) if report.ray else 0.0
+    report.driver_pipeline_cpu_s = round(cpu_seconds() - cpu_began, 3)
+    report.driver_pipeline_peak_mb = peak_rss_mb()
 
 
 def text_bytes(items: Sequence[tuple[str, str]], spec: WorkerSpec) -> dict[str, int]:
@@ -339,6 +347,7 @@ class Corpus:
                 work, here = self._plan(items, spec, writer, manifest, tier, ray_address, report)
             began, cpu_began = time.perf_counter(), cpu_seconds()
             schema = chunk_schema(spec.static_dim, spec.full_dim)
+            has_full, always = manifest.full is not None, not refresh
             if work and here:
                 local = replace(spec, static=static, model=full if full is not None else spec.model)
                 self._stream(run_in_process(work, local), len(work), schema, report, writer)
@@ -353,15 +362,13 @@ class Corpus:
                         report.actors = actors or int(ray.cluster_resources().get("CPU", 1))
                         self._stream(run_pipeline(ray, [{"repo": n, "root": r} for n, r, _ in work], spec,
                                                   report.actors), len(work), schema, report, writer)
+                        _pipeline_done(report, began, cpu_began)
+                        self._optimize(report, writer, has_full, always, ray)
+            if not report.ray:
+                _pipeline_done(report, began, cpu_began)
+                self._optimize(report, writer, has_full, always, None)
             for name, root in items:
                 manifest.repos.setdefault(name, RepoFacts(root=root)).root = root
-            report.pipeline_s = round(time.perf_counter() - began, 3)
-            report.ray_start_s = round(report.pipeline_s - report.stream_s, 3) if report.ray else 0.0
-            report.driver_pipeline_cpu_s = round(cpu_seconds() - cpu_began, 3)
-            report.driver_pipeline_peak_mb = peak_rss_mb()
-            began = time.perf_counter()
-            report.optimized = writer.optimize(has_full=manifest.full is not None, always=not refresh)
-            report.optimize_s = round(time.perf_counter() - began, 3)
             self._record(writer, manifest, items, tier)
             manifest.versions = dict(writer.versions)
             self.store.write_manifest(manifest)
@@ -374,6 +381,20 @@ class Corpus:
         self.last_report = report
         self._views.clear()
         return report
+
+    def _optimize(self, report: CorpusReport, writer: Writer, has_full: bool, always: bool, ray: Any) -> None:
+        """Compaction and the indexes (:meth:`~codesearch.corpus.store.Writer.optimize`): in a Ray task when Ray
+        runs, since an index build's memory grows with the table (2.1 GB at 1M rows) and the driver's should not;
+        here otherwise (a refresh small enough to run here rarely optimizes)."""
+        began = time.perf_counter()
+        if ray is None:
+            report.optimized = writer.optimize(has_full=has_full, always=always)
+        else:
+            task = ray.remote(num_cpus=1)(optimize_store)
+            report.optimized, versions = ray.get(task.remote(self.store.uri, self.store.storage_options,
+                                                             dict(writer.versions), has_full, always))
+            writer.versions.update(versions)
+        report.optimize_s = round(time.perf_counter() - began, 3)
 
     def _plan(self, items: list[tuple[str, str]], spec: WorkerSpec, writer: Writer, manifest: CorpusManifest,
               tier: Tier, ray_address: str | None, report: CorpusReport) -> tuple[list[WorkItem], bool]:

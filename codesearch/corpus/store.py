@@ -388,6 +388,14 @@ class Writer:
                 ds.cleanup_old_versions(older_than=timedelta(seconds=older_than_s))
 
 
+def optimize_store(uri: str, storage_options: dict[str, str], versions: dict[str, int], has_full: bool,
+                   always: bool) -> tuple[bool, dict[str, int]]:
+    """:meth:`Writer.optimize` of a writer at ``versions``, wherever it is called (a Ray task: the driver keeps the
+    lock and commits the manifest); whether it ran, and the versions after it."""
+    writer = Writer(CorpusStore(uri, storage_options), versions)
+    return writer.optimize(has_full=has_full, always=always), writer.versions
+
+
 def _indexes_to_make(ds: lance.LanceDataset, has_full: bool, outgrown: bool = True) -> list[tuple[str, str]]:
     """``(column, kind)`` of the indexes a query needs that the chunks table lacks, or (with ``outgrown``) has
     outgrown (vector indexes only once there are :data:`VECTOR_INDEX_MIN_ROWS` rows to index; see
@@ -455,5 +463,5 @@ def delete_where(repos: list[str], chunk_ids: list[int]) -> str | None:
     return " OR ".join(parts) if parts else None
 
 
-__all__ = ["FTS_OPTIONS", "KILL_ENV", "UNINDEXED_FRAGMENTS", "UNINDEXED_SHARE", "VECTOR_INDEX_MIN_ROWS", "CorpusStore",
-           "Writer", "checkpoint", "delete_where"]
+__all__ = ["FTS_OPTIONS", "KILL_ENV", "RETRAIN_BELOW", "UNINDEXED_FRAGMENTS", "UNINDEXED_SHARE", "VECTOR_INDEX_MIN_ROWS",
+           "CorpusStore", "Writer", "checkpoint", "delete_where", "ivf_partitions", "optimize_store"]
