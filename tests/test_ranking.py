@@ -443,3 +443,17 @@ def test_source_first_can_be_turned_off(repo: Path, tmp_path: Path) -> None:
     assert without[0].kind == "test"  # the test mentions every word, most often
     assert with_priors[0].kind == "source"
     assert {h.path for h in with_priors} == {h.path for h in without}  # demoted, never dropped
+
+
+def test_facts_build_a_symbol_table_given_as_a_function_only_when_a_search_needs_it() -> None:
+    """A corpus view's first query often names no identifier: its symbol table is not built for it."""
+    built = []
+
+    def table() -> SymbolTable:
+        built.append(1)
+        return SymbolTable.build([(0, ["Router"]), (1, ["serve"])])
+
+    facts = IndexFacts.from_columns(["a/router.go", "b/serve.go"], np.array([0, 1]), table)
+    assert facts.files_matching("router") == {0} and not built
+    assert facts.defining(["router"]) == {0: "Router"} and facts.defining(["serve"]) == {1: "serve"}
+    assert built == [1]

@@ -110,8 +110,9 @@ class RepoView:
             file_of[i] = len(files) - 1
         self.paths = files
         self.file_of = file_of
-        self.facts = IndexFacts.from_columns(files, file_of,
-                                             SymbolTable.build((i, s) for i, s in enumerate(self.symbols) if s))
+        symbols = self.symbols  # the table is built when a query first names an identifier
+        self.facts = IndexFacts.from_columns(
+            files, file_of, lambda: SymbolTable.build((i, s) for i, s in enumerate(symbols) if s))
         self.bm25 = repo_bm25(rows["keyword_text"].to_pylist())
         self.read = np.asarray(rows["read"].to_numpy(zero_copy_only=False), dtype=bool)
         self.vectors: dict[Tier, np.ndarray] = {STATIC: _matrix(rows["static_vector"], static_dim)}

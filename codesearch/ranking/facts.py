@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from typing import Any
@@ -225,10 +225,12 @@ class IndexFacts:
         self._setup(files, file_of, SymbolTable.build((i, c.get("symbols", ())) for i, c in enumerate(chunks)))
 
     @classmethod
-    def from_columns(cls, paths: Sequence[str], file_of: np.ndarray, symbols: SymbolTable,
+    def from_columns(cls, paths: Sequence[str], file_of: np.ndarray, symbols: SymbolTable | Callable[[], SymbolTable],
                      kinds: Sequence[str | None] | None = None) -> IndexFacts:
         """Facts of an index stored as columns: every file's path (chunked or not), each chunk's file number, and
-        where known each file's kind (its chunks'; spares :func:`~codesearch.scope.kind_of` per file on open)."""
+        where known each file's kind (its chunks'; spares :func:`~codesearch.scope.kind_of` per file on open).
+        ``symbols`` may be a function that builds the table, called when a search first needs it (a query naming
+        no identifier never does)."""
         has_chunks = np.bincount(file_of, minlength=len(paths)) > 0
         renumber = np.cumsum(has_chunks) - 1
         facts = cls.__new__(cls)
@@ -237,11 +239,11 @@ class IndexFacts:
                      [kind for kind, k in zip(kinds, keep) if k] if kinds is not None else None)
         return facts
 
-    def _setup(self, files: list[str], file_of: np.ndarray, symbols: SymbolTable,
+    def _setup(self, files: list[str], file_of: np.ndarray, symbols: SymbolTable | Callable[[], SymbolTable],
                kinds: list[str | None] | None = None) -> None:
         self.files = files
         self.file_of = file_of
-        self.symbols = symbols
+        self._symbols = symbols
         self._kinds = kinds
         self._named: dict[str, list[int]] = {}
         self._files_matching: dict[str, frozenset[int]] = {}
@@ -249,6 +251,13 @@ class IndexFacts:
 
     def __len__(self) -> int:
         return len(self.file_of)
+
+    @property
+    def symbols(self) -> SymbolTable:
+        """The symbol table (:class:`SymbolTable`), built on first use when it was given as a function."""
+        if not isinstance(self._symbols, SymbolTable):
+            self._symbols = self._symbols()
+        return self._symbols
 
     @cached_property
     def chunks_of(self) -> list[list[int]]:
