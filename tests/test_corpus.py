@@ -509,25 +509,37 @@ def test_a_vector_index_keeps_its_partitions_and_is_trained_again_once_the_table
     """Partitions follow √rows; Lance's own index optimisation keeps them; a table grown 4-fold gets an index
     trained anew (new rows would otherwise only fatten the old partitions)."""
     monkeypatch.setattr(corpus_store, "VECTOR_INDEX_MIN_ROWS", 64)
+    from lance.dataset import DatasetOptimizer
+
+    folded: list[list[str] | None] = []  # the indexes each optimize folds new rows into (none it just made)
+    fold = DatasetOptimizer.optimize_indices
+
+    def spy(self, **kwargs):  # type: ignore[no-untyped-def]
+        folded.append(kwargs.get("index_names"))
+        return fold(self, **kwargs)
+
+    monkeypatch.setattr(DatasetOptimizer, "optimize_indices", spy)
     store = corpus_store.CorpusStore(tmp_path / "corpus")
     assert corpus_store.ivf_partitions(1_000_000) == 1000 and corpus_store.ivf_partitions(10) == 8
     with store.writer() as writer:
         writer.merge(CHUNKS, "chunk_id", _chunk_rows(0, 900), None, new_keys_only=True)
         assert writer.optimize(has_full=False)
         first = _partitions(store, "static_vector")
-        assert first >= corpus_store.RETRAIN_BELOW * corpus_store.ivf_partitions(900)  # about 30
+        assert first == corpus_store.ivf_partitions(900) and folded == []  # every index just made: nothing folded
         ds = store.latest(CHUNKS)
         assert ds is not None
-        ds.optimize.optimize_indices()  # what every optimize runs after making indexes
+        ds.optimize.optimize_indices()  # what a later optimize runs on it, to fold new rows in
         assert _partitions(store, "static_vector") >= corpus_store.RETRAIN_BELOW * corpus_store.ivf_partitions(900)
 
         writer.merge(CHUNKS, "chunk_id", _chunk_rows(900, 900), None, new_keys_only=True)  # 2x: the index stays
         assert writer.optimize(has_full=False, always=False)  # new rows past the unindexed share: folded in
         assert _partitions(store, "static_vector") <= first + 2
+        assert folded[-1] is not None and "static_vector_idx" in folded[-1] and "keyword_text_idx" in folded[-1]
 
         writer.merge(CHUNKS, "chunk_id", _chunk_rows(1800, 6300), None, new_keys_only=True)  # 9x the first table
         assert writer.optimize(has_full=False, always=False)
         retrained = _partitions(store, "static_vector")
+        assert folded[-1] is not None and "static_vector_idx" not in folded[-1]  # trained anew, not folded again
         assert retrained >= corpus_store.RETRAIN_BELOW * corpus_store.ivf_partitions(8100) > first
         ds = store.latest(CHUNKS)
         assert ds is not None and ds.count_rows() == 8100
