@@ -84,10 +84,21 @@ def squash_name(name: str) -> str:
     return name.lower().replace("_", "").replace("-", "")
 
 
+def path_key(path: str) -> tuple[str, str]:
+    """What a file's path words come from: its parent folder's name and its stem (``src/http/Client.java`` ->
+    ``("http", "Client")``)."""
+    folder, _, name = path.rpartition("/")
+    return folder.rpartition("/")[2], file_stem(name)
+
+
 def path_words(path: str) -> frozenset[str]:
     """Lowercased words of a file's stem and its parent folder, identifiers split (``HttpClient`` -> http, client)."""
-    parts = path.split("/")
-    return _name_words(file_stem(parts[-1])) | _name_words(parts[-2] if len(parts) > 1 else "")
+    return _key_words(path_key(path))
+
+
+def _key_words(key: tuple[str, str]) -> frozenset[str]:
+    parent, stem = key
+    return _name_words(stem) | _name_words(parent)
 
 
 @lru_cache(maxsize=1 << 16)
@@ -293,8 +304,7 @@ class IndexFacts:
         keys: list[tuple[str, str]] = []
         files_of: list[list[int]] = []
         for number, path in enumerate(self.files):
-            folder, _, name = path.rpartition("/")
-            key = (folder.rpartition("/")[2], file_stem(name))
+            key = path_key(path)
             found = index.get(key)
             if found is None:
                 found = index[key] = len(keys)
@@ -345,8 +355,7 @@ class IndexFacts:
             at = text.find(prefix) if prefix else -1
             while at >= 0:
                 k = bisect_right(starts, at) - 1
-                parent, stem = keys[k]
-                if any(c[:3] == prefix and same_word(word, c) for c in _name_words(stem) | _name_words(parent)):
+                if any(c[:3] == prefix and same_word(word, c) for c in _key_words(keys[k])):
                     numbers.extend(files_of[k])
                 at = text.find(prefix, starts[k + 1]) if k + 1 < len(starts) else -1
             found = self._files_matching[word] = frozenset(numbers)
@@ -422,6 +431,7 @@ __all__ = [
     "definition_names",
     "file_stem",
     "path_classes",
+    "path_key",
     "path_words",
     "same_word",
     "squash_name",
