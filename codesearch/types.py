@@ -14,19 +14,6 @@ if TYPE_CHECKING:
 Mode = Literal["bm25", "dense", "hybrid"]
 MODES: tuple[Mode, ...] = ("bm25", "dense", "hybrid")
 
-
-def check_search(query: str, k: int, mode: str) -> None:
-    """The rules a search's arguments keep, whichever facade takes them (a repository's, a corpus's).
-
-    Raises:
-        ValueError: an unknown mode, ``k`` below 1, or an empty query.
-    """
-    if mode not in MODES:
-        raise ValueError(f"unknown mode {mode!r}; use one of {', '.join(MODES)}")
-    if k < 1:
-        raise ValueError(f"k must be at least 1, got {k}")
-    if not query.strip():
-        raise ValueError("the query is empty; give words, a question or an identifier")
 Tier = Literal["keyword", "static", "full"]
 """What an index can answer with: keywords only; keywords and static vectors; and the transformer's vectors too.
 
@@ -212,5 +199,19 @@ class SearchInfo:
     note: str | None = None
 
 
-__all__ = ["CHUNKINGS", "FULL", "KEYWORD", "MODES", "check_search", "STATIC", "TIERS", "Chunking", "Hit", "IndexReport", "Mode",
-           "SearchInfo", "SymbolHits", "TextEmbedder", "Tier"]
+def check_search(query: str, k: int, mode: str) -> None:
+    """The rules a search's arguments keep, whichever facade takes them (a repository's, a corpus's).
+
+    Raises:
+        ValueError: an unknown mode, ``k`` below 1, or an empty query.
+    """
+    if mode not in MODES:
+        raise ValueError(f"unknown mode {mode!r}; use one of {', '.join(MODES)}")
+    if k < 1:
+        raise ValueError(f"k must be at least 1, got {k}")
+    if not query.strip():
+        raise ValueError("the query is empty; give words, a question or an identifier")
+
+
+__all__ = ["CHUNKINGS", "FULL", "KEYWORD", "MODES", "STATIC", "TIERS", "Chunking", "Hit", "IndexReport", "Mode",
+           "SearchInfo", "SymbolHits", "TextEmbedder", "Tier", "check_search"]
