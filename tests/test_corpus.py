@@ -504,6 +504,11 @@ def _partitions(store: corpus_store.CorpusStore, column: str) -> int:
     return int(ds.stats.index_stats(f"{column}_idx")["indices"][0]["num_partitions"])
 
 
+def _append(store: corpus_store.CorpusStore, writer: corpus_store.Writer, rows: pa.Table) -> None:
+    """``rows`` written as fragments (as an actor writes them) and committed."""
+    writer.append(CHUNKS, corpus_store.write_fragments(store.uri, CHUNKS, rows), rows.schema)
+
+
 def test_a_vector_index_keeps_its_partitions_and_is_trained_again_once_the_table_outgrows_it(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Partitions follow √rows; Lance's own index optimisation keeps them; a table grown 4-fold gets an index
@@ -522,7 +527,7 @@ def test_a_vector_index_keeps_its_partitions_and_is_trained_again_once_the_table
     store = corpus_store.CorpusStore(tmp_path / "corpus")
     assert corpus_store.ivf_partitions(1_000_000) == 1000 and corpus_store.ivf_partitions(10) == 8
     with store.writer() as writer:
-        writer.merge(CHUNKS, "chunk_id", _chunk_rows(0, 900), None, new_keys_only=True)
+        _append(store, writer, _chunk_rows(0, 900))
         assert writer.optimize(has_full=False)
         first = _partitions(store, "static_vector")
         assert first == corpus_store.ivf_partitions(900) and folded == []  # every index just made: nothing folded
@@ -531,12 +536,12 @@ def test_a_vector_index_keeps_its_partitions_and_is_trained_again_once_the_table
         ds.optimize.optimize_indices()  # what a later optimize runs on it, to fold new rows in
         assert _partitions(store, "static_vector") >= corpus_store.RETRAIN_BELOW * corpus_store.ivf_partitions(900)
 
-        writer.merge(CHUNKS, "chunk_id", _chunk_rows(900, 900), None, new_keys_only=True)  # 2x: the index stays
+        _append(store, writer, _chunk_rows(900, 900))  # 2x: the index stays
         assert writer.optimize(has_full=False, always=False)  # new rows past the unindexed share: folded in
         assert _partitions(store, "static_vector") <= first + 2
         assert folded[-1] is not None and "static_vector_idx" in folded[-1] and "keyword_text_idx" in folded[-1]
 
-        writer.merge(CHUNKS, "chunk_id", _chunk_rows(1800, 6300), None, new_keys_only=True)  # 9x the first table
+        _append(store, writer, _chunk_rows(1800, 6300))  # 9x the first table
         assert writer.optimize(has_full=False, always=False)
         retrained = _partitions(store, "static_vector")
         assert folded[-1] is not None and "static_vector_idx" not in folded[-1]  # trained anew, not folded again
@@ -559,17 +564,40 @@ def test_repositories_are_handed_to_the_actors_largest_first() -> None:
     assert [name for name, _, _ in largest_first(work, sizes)] == ["far", "large", "mid", "tie", "small"]
 
 
-def test_a_build_on_ray_makes_its_indexes_in_a_ray_task_not_in_the_driver(
+def test_small_repositories_share_a_work_item_up_to_the_bundle_size() -> None:
+    """Each work item makes at least one fragment: small neighbours go together, large or unknown ones alone."""
+    from codesearch.corpus.build import bundles
+
+    work = [("far", "/f"), ("large", "/l"), ("a", "/a"), ("b", "/b"), ("c", "/c"), ("empty", "/e")]
+    sizes = {"large": 5000, "a": 600, "b": 300, "c": 200, "empty": 0}
+    assert [item["repos"] for item in bundles(work, sizes, target=1000)] == [["far"], ["large"], ["a", "b"],
+                                                                            ["c", "empty"]]
+    assert bundles(work, sizes, target=1000)[2]["roots"] == ["/a", "/b"]
+    assert [item["repos"] for item in bundles([("empty", "/e")], {"empty": 0})] == [["empty"]]
+
+
+def test_a_build_on_ray_writes_its_rows_and_makes_its_indexes_outside_the_driver(
         ray_cluster, repos: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
-    """An index build's memory grows with the table (2.1 GB at 1M rows); the driver's must not. Ray's worker
-    processes import the store afresh, so a driver that cannot optimize still gets a corpus with its indexes."""
+    """The driver's memory must not grow with the corpus: the actors write the rows, and an index build (2.1 GB
+    at 1M rows) runs in a Ray task. Ray's worker processes import the store afresh, so a driver that cannot
+    optimize still gets a corpus with its indexes."""
     def not_here(self, *args, **kwargs):  # type: ignore[no-untyped-def]
         raise AssertionError("the driver optimized")
 
+    merged: list[str] = []
+    merge = corpus_store.Writer.merge
+
+    def spy(self, name, *args, **kwargs):  # type: ignore[no-untyped-def]
+        merged.append(name)
+        return merge(self, name, *args, **kwargs)
+
     monkeypatch.setattr(corpus_store.Writer, "optimize", not_here)
+    monkeypatch.setattr(corpus_store.Writer, "merge", spy)
     c = corpus(tmp_path / "store")
     report = c.build([str(p) for p in repos.values()])
     assert report.ray and report.optimized and report.optimize_s > 0
+    # The actors wrote the chunk rows as fragments; the driver committed them and merged only the file rows.
+    assert merged and CHUNKS not in merged and report.inserted == report.chunks > 0
     ds = c.store.open(CHUNKS, c.store.manifest().versions[CHUNKS])
     assert ds is not None
     assert {"repo_idx", "chunk_id_idx", "def_names_idx", "keyword_text_idx"} <= {i["name"] for i in ds.list_indices()}

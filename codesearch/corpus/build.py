@@ -1,9 +1,19 @@
 """The build on Ray Data: repositories in, each scanned, cut and embedded by an actor, changed rows out.
 
-``from_items`` of the repositories -> ``map_batches(RepoWorker)`` on an actor
-pool (``compute=ActorPoolStrategy(size=N)``, one CPU each; one GPU each where
-Ray sees GPUs, with onnxruntime's CUDA provider) -> the driver streams the
-output with ``iter_batches`` and commits it (:mod:`codesearch.corpus.store`).
+``from_items`` of the work items (bundles of repositories, :func:`bundles`)
+-> ``map_batches(RepoWorker)`` on an actor pool
+(``compute=ActorPoolStrategy(size=N)``, one CPU each; one GPU each where Ray
+sees GPUs, with onnxruntime's CUDA provider) -> the driver streams the output
+with ``iter_batches`` and commits it (:mod:`codesearch.corpus.store`).
+
+The actors write the new chunk rows themselves, as uncommitted Lance
+fragments (:func:`~codesearch.corpus.store.write_fragments`), and hand the
+driver only their metadata, each repository's file rows and its deletions:
+the rows never pass through the object store or the driver, whose work (one
+commit per :data:`~codesearch.corpus.corpus.FLUSH_ROWS` rows) and memory stay
+the same whatever the corpus's size. Rows a repository upgraded to the
+transformer tier replaces in place still go through the driver's
+``merge_insert``.
 
 Each actor loads the static model (and the transformer, for the full tier)
 once, with onnxruntime's threads set to its CPUs. Per repository it reads what
@@ -13,8 +23,10 @@ those recorded (:mod:`codesearch.corpus.changes`), hashes the rest and cuts
 those whose sha256 changed with the library's own definition chunker
 (:func:`codesearch.index.cutting.cut_files`), embeds
 only chunk texts the corpus has no vector for (the others' vectors are read
-back from the corpus), and yields the rows to insert, then one ``done`` row
-with the chunk ids to delete and the repository's file manifest.
+back from the corpus), writes the rows to insert, and yields a ``fragments``
+row with their metadata, then one ``done`` row per repository with the chunk
+ids to delete and its file manifest (never before the fragment holding its
+rows).
 
 Scanning and cutting happen inside the actor rather than in an upstream
 ``flat_map``: a task stage feeding an actor pool that holds every CPU hangs
@@ -33,7 +45,7 @@ import os
 import resource
 import time
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,6 +55,7 @@ import pyarrow as pa
 from codesearch.chunking import Chunk, ChunkParams, document_text, window_heads
 from codesearch.corpus.changes import recorded_mtime, unchanged
 from codesearch.corpus.schema import CHUNKS, FILES, chunk_id, chunk_schema, sql_in, sql_string
+from codesearch.corpus.store import write_fragments
 from codesearch.files.scan import Listing, list_files
 from codesearch.files.walk import SkipReason
 from codesearch.index.cutting import FileTask, cut_files
@@ -50,7 +63,12 @@ from codesearch.ranking.facts import definition_names
 from codesearch.scope import kind_of
 
 BLOCK_ROWS = 256
-"""Rows per block an actor yields (blocks end at file boundaries)."""
+"""Rows embedded at a time (blocks end at file boundaries)."""
+FRAGMENT_ROWS = 16_384
+"""Rows an actor holds before writing them as a fragment (at a repository's end; and at each work item's)."""
+BUNDLE_BYTES = 1 << 20
+"""Repositories smaller than this (bytes of text files) are handed to the actors together, up to this size a work
+item, so that each does not make a fragment of its own (the corpus of 10,000 repositories)."""
 CUT_BATCH = 64
 """Files cut at a time."""
 UNREAD_KINDS = frozenset({"test"})
@@ -82,8 +100,9 @@ class WorkerSpec:
     exclude_dirs: tuple[str, ...] = ()
 
     def output_schema(self) -> pa.Schema:
-        """The chunk rows plus ``record`` (``chunk`` or ``done``) and ``payload`` (the done row's JSON); every
-        column nullable, since a done row fills only ``repo``, ``record`` and ``payload``."""
+        """The chunk rows plus ``record`` (``chunk``, ``update``, ``fragments`` or ``done``) and ``payload`` (the
+        JSON of a fragments or done row); every column nullable, since those fill only ``repo``, ``record`` and
+        ``payload``."""
         schema = chunk_schema(self.static_dim, self.full_dim)
         fields = [f.with_nullable(True).with_metadata(None) for f in schema]
         return pa.schema([*fields, pa.field("record", pa.string()), pa.field("payload", pa.string())])
@@ -132,7 +151,44 @@ class RepoWorker:
 
     def __call__(self, batch: pa.Table) -> Iterator[pa.Table]:
         for item in batch.to_pylist():
-            yield from self.repository(item["repo"], item["root"])
+            yield from self.bundle([(repo, root, None) for repo, root in zip(item["repos"], item["roots"])])
+
+    def bundle(self, items: Sequence[tuple[str, str, Listing | None]]) -> Iterator[pa.Table]:
+        """One work item's repositories (name, root, and the walk of the root when the caller made it): their new
+        rows written as fragments of :data:`FRAGMENT_ROWS` rows or fewer (a ``fragments`` row says which, and how
+        many rows of each repository they hold), their update rows, and each one's ``done`` row after the
+        fragment holding its rows."""
+        held: list[pa.Table] = []
+        rows: list[pa.Table] = []
+        for position, (repo, root, listing) in enumerate(items):
+            for table in self.repository(repo, root, listing):
+                record = table["record"][0].as_py()
+                if record == "chunk":
+                    rows.append(table)
+                elif record == "done":
+                    held.append(table)
+                else:
+                    yield table
+            if position == len(items) - 1 or sum(t.num_rows for t in rows) >= FRAGMENT_ROWS:
+                if rows:
+                    yield self._written(rows)
+                yield from held
+                held, rows = [], []
+
+    def _written(self, tables: list[pa.Table]) -> pa.Table:
+        """``tables``' chunk rows written as fragments of the chunks table; the ``fragments`` row naming them."""
+        import pyarrow.compute as pc
+
+        spec = self.spec
+        rows = pa.concat_tables(tables)
+        schema = chunk_schema(spec.static_dim, spec.full_dim)
+        fragments = write_fragments(spec.store_uri, CHUNKS, rows.select(schema.names).cast(schema),
+                                    spec.storage_options)
+        counts = pc.value_counts(rows["repo"]).to_pylist()
+        payload = {"fragments": fragments, "rows": {c["values"]: c["counts"] for c in counts}}
+        record = dict.fromkeys(self.schema.names)
+        record.update(record="fragments", payload=json.dumps(payload))
+        return pa.Table.from_pylist([record], schema=self.schema)
 
     # -- one repository ---------------------------------------------------------------
 
@@ -342,18 +398,74 @@ def cpu_seconds() -> float:
 
 @dataclass
 class RepoResult:
-    """One repository's outcome, from its ``done`` row."""
+    """One repository's outcome, from its ``done`` row: its payload, its update rows, and the fragments written
+    since the last result was handed out (of this repository's rows and perhaps of others': the writer commits
+    them all before the run's manifest)."""
 
     repo: str
     payload: dict[str, Any]
     rows: list[pa.Table]
+    fragments: list[str] = field(default_factory=list)
 
 
-def run_pipeline(ray: Any, items: Sequence[dict[str, str]], spec: WorkerSpec, actors: int) -> Iterator[RepoResult]:
-    """Run the actors over ``items`` (``{"repo", "root"}``) and yield each repository as soon as it is complete.
+def bundles(work: Sequence[tuple[str, str]], sizes: dict[str, int], target: int = BUNDLE_BYTES) -> list[dict[str, list[str]]]:
+    """The work items of ``work`` (repository, root), in its order: a repository of ``target`` bytes or more, or of
+    unknown size, alone; smaller neighbours together up to ``target``."""
+    items: list[dict[str, list[str]]] = []
+    room = 0  # bytes the last item may still take
+    for repo, root in work:
+        known = sizes.get(repo)
+        if not items or known is None or known > room:
+            items.append({"repos": [], "roots": []})
+            room = target if known is not None else 0
+        items[-1]["repos"].append(repo)
+        items[-1]["roots"].append(root)
+        room -= known or 0
+    return items
 
-    A repository's rows are held until its ``done`` row arrives (a few
-    hundred kilobytes per repository in flight), never the corpus.
+
+def results(blocks: Iterable[pa.Table]) -> Iterator[RepoResult]:
+    """Each repository of a worker's output (``blocks``, from any number of actors, each actor's in order) as soon
+    as it is complete: its ``done`` row arrived, and the rows the fragments and update rows hold of it are the
+    rows it reported.
+
+    Raises:
+        RuntimeError: a repository's rows fell short of its count (the output lost a block).
+    """
+    import pyarrow.compute as pc
+
+    updates: dict[str, list[pa.Table]] = {}
+    received: Counter[str] = Counter()
+    fragments: list[str] = []
+    for block in blocks:
+        for record in ("fragments", "update", "done"):
+            rows = block.filter(pc.equal(block["record"], record))
+            if not rows.num_rows:
+                continue
+            if record == "update":
+                for repo in pc.unique(rows["repo"]).to_pylist():
+                    mine = rows.filter(pc.equal(rows["repo"], repo))
+                    updates.setdefault(repo, []).append(mine)
+                    received[repo] += mine.num_rows
+                continue
+            for text in rows["payload"].to_pylist():
+                payload = json.loads(text)
+                if record == "fragments":
+                    fragments.extend(payload["fragments"])
+                    received.update(payload["rows"])
+                    continue
+                repo = payload["repo"]
+                if received.pop(repo, 0) != payload["inserted"] + payload["updated"]:
+                    raise RuntimeError(f"the build lost rows of {repo}; run it again")
+                yield RepoResult(repo, payload, updates.pop(repo, []), fragments)
+                fragments = []
+
+
+def run_pipeline(ray: Any, items: Sequence[dict[str, list[str]]], spec: WorkerSpec, actors: int) -> Iterator[RepoResult]:
+    """Run the actors over ``items`` (:func:`bundles`) and yield each repository as soon as it is complete.
+
+    The driver holds fragments' metadata and update rows (a repository upgraded
+    to the transformer tier) until the caller commits them, never chunk rows.
     """
     import ray.data
     from ray.data import ActorPoolStrategy
@@ -363,38 +475,14 @@ def run_pipeline(ray: Any, items: Sequence[dict[str, str]], spec: WorkerSpec, ac
         spec.tier == "full" else dict(compute=ActorPoolStrategy(size=actors), num_cpus=spec.threads)
     ds = ray.data.from_items(list(items), override_num_blocks=len(items)).map_batches(
         RepoWorker, fn_constructor_kwargs={"spec": spec}, batch_size=1, batch_format="pyarrow", **pool)
-    pending: dict[str, list[pa.Table]] = {}
-    received: Counter[str] = Counter()
-    done: dict[str, dict[str, Any]] = {}
-    for block in ds.iter_batches(batch_size=None, batch_format="pyarrow", prefetch_batches=1):
-        import pyarrow.compute as pc
-
-        names = pc.unique(block["repo"]).to_pylist()
-        for repo in names:
-            rows = block if len(names) == 1 else block.filter(pc.equal(block["repo"], repo))
-            chunks = rows.filter(pc.not_equal(rows["record"], "done"))
-            if chunks.num_rows:
-                pending.setdefault(repo, []).append(chunks)
-                received[repo] += chunks.num_rows
-            for text in rows.filter(pc.equal(rows["record"], "done"))["payload"].to_pylist():
-                done[repo] = json.loads(text)
-            # Blocks of one actor arrive in order; the count guards against any reordering all the same.
-            if repo in done and received[repo] == done[repo]["inserted"] + done[repo]["updated"]:
-                yield RepoResult(repo, done.pop(repo), pending.pop(repo, []))
-                received.pop(repo, None)
-    if done:
-        raise RuntimeError(f"the build lost rows of {', '.join(sorted(done))}; run it again")
+    yield from results(ds.iter_batches(batch_size=None, batch_format="pyarrow", prefetch_batches=1))
 
 
 def run_in_process(items: Sequence[tuple[str, str, Listing | None]], spec: WorkerSpec) -> Iterator[RepoResult]:
-    """The actors' work done in this process, one repository after another (``items``: repository, root and its
-    walk, when made): for a refresh too small to pay for starting Ray. ``spec`` should carry the driver's loaded
-    models, so that none is loaded again."""
-    worker = RepoWorker(spec)
-    for repo, root, listing in items:
-        tables = list(worker.repository(repo, root, listing))
-        payload = json.loads(tables[-1]["payload"][0].as_py())
-        yield RepoResult(repo, payload, tables[:-1])
+    """The actors' work done in this process, as one work item (``items``: repository, root and its walk, when
+    made): for a refresh too small to pay for starting Ray. ``spec`` should carry the driver's loaded models, so
+    that none is loaded again."""
+    yield from results(RepoWorker(spec).bundle(items))
 
 
 def _resources(ray: Any) -> tuple[int, int]:
@@ -402,5 +490,5 @@ def _resources(ray: Any) -> tuple[int, int]:
     return int(resources.get("CPU", 1)), int(resources.get("GPU", 0))
 
 
-__all__ = ["BLOCK_ROWS", "UNREAD_KINDS", "RepoResult", "RepoWorker", "WorkerSpec", "cpu_seconds", "peak_rss_mb",
-           "run_in_process", "run_pipeline"]
+__all__ = ["BLOCK_ROWS", "BUNDLE_BYTES", "FRAGMENT_ROWS", "UNREAD_KINDS", "RepoResult", "RepoWorker", "WorkerSpec",
+           "bundles", "cpu_seconds", "peak_rss_mb", "results", "run_in_process", "run_pipeline"]

@@ -22,7 +22,15 @@ import numpy as np
 import pyarrow as pa
 
 from codesearch.chunking import ChunkParams
-from codesearch.corpus.build import RepoResult, WorkerSpec, cpu_seconds, peak_rss_mb, run_in_process, run_pipeline
+from codesearch.corpus.build import (
+    RepoResult,
+    WorkerSpec,
+    bundles,
+    cpu_seconds,
+    peak_rss_mb,
+    run_in_process,
+    run_pipeline,
+)
 from codesearch.corpus.changes import known_stats, stat_pass
 from codesearch.corpus.cluster import preflight, ray_session
 from codesearch.corpus.schema import (
@@ -51,8 +59,8 @@ WorkItem = tuple[str, str, Listing | None]
 """A repository to run: its name, its folder, and its walk when the driver made one."""
 
 FLUSH_ROWS = 20_000
-"""Rows of finished repositories the driver gathers before one merge into the chunks table (bounds its memory
-and the merge's: Lance's merge_insert holds its source in a hash join)."""
+"""Rows of finished repositories (written by the workers as fragments) the driver commits at a time: a commit per
+repository would make a version each, and rewrite a manifest that lists every fragment."""
 VIEW_CACHE_BYTES = 512 * 1024**2
 """Memory the repository views of scoped searches may keep (least recently used dropped first)."""
 CORPUS_TIERS = (STATIC, FULL)
@@ -342,26 +350,28 @@ class Corpus:
                 storage_options=self.store.storage_options, versions=dict(writer.versions),
                 exclude_dirs=() if self.store.remote else (self.store.uri,))
             work: list[WorkItem] = [(name, root, None) for name, root in items]
+            sizes: dict[str, int] = {}
             here = False
             if refresh:
-                work, here = self._plan(items, spec, writer, manifest, tier, ray_address, report)
+                work, sizes, here = self._plan(items, spec, writer, manifest, tier, ray_address, report)
             began, cpu_began = time.perf_counter(), cpu_seconds()
             schema = chunk_schema(spec.static_dim, spec.full_dim)
             has_full, always = manifest.full is not None, not refresh
             if work and here:
                 local = replace(spec, static=static, model=full if full is not None else spec.model)
-                self._stream(run_in_process(work, local), len(work), schema, report, writer)
+                self._stream(run_in_process(work, local), len(work), report, writer, schema)
             elif work:
                 with ThreadPoolExecutor(1) as pool:
                     # A build's repositories are walked for their sizes while Ray starts (a refresh's are known).
                     sizing = None if refresh else pool.submit(text_bytes, [(n, r) for n, r, _ in work], spec)
                     with ray_session(ray_address) as ray:
                         if sizing is not None:
-                            work = largest_first(work, sizing.result())
+                            sizes = sizing.result()
+                            work = largest_first(work, sizes)
                         report.ray = True
                         report.actors = actors or int(ray.cluster_resources().get("CPU", 1))
-                        self._stream(run_pipeline(ray, [{"repo": n, "root": r} for n, r, _ in work], spec,
-                                                  report.actors), len(work), schema, report, writer)
+                        self._stream(run_pipeline(ray, bundles([(n, r) for n, r, _ in work], sizes), spec,
+                                                  report.actors), len(work), report, writer, schema)
                         _pipeline_done(report, began, cpu_began)
                         self._optimize(report, writer, has_full, always, ray)
             if not report.ray:
@@ -397,9 +407,10 @@ class Corpus:
         report.optimize_s = round(time.perf_counter() - began, 3)
 
     def _plan(self, items: list[tuple[str, str]], spec: WorkerSpec, writer: Writer, manifest: CorpusManifest,
-              tier: Tier, ray_address: str | None, report: CorpusReport) -> tuple[list[WorkItem], bool]:
-        """The repositories a refresh must run, each with its walk, and whether they are small enough to run in
-        this process (:data:`IN_PROCESS_BYTES`); the others are unchanged by their files' stats and skipped.
+              tier: Tier, ray_address: str | None, report: CorpusReport) -> tuple[list[WorkItem], dict[str, int], bool]:
+        """The repositories a refresh must run, each with its walk, their bytes to read, and whether they are small
+        enough to run in this process (:data:`IN_PROCESS_BYTES`); the others are unchanged by their files' stats
+        and skipped.
 
         A repository being given the transformer's vectors always runs (on Ray:
         it embeds every chunk), and so does one whose folder this machine does not
@@ -417,13 +428,13 @@ class Corpus:
         report.unchanged_repos = len(changes) - len(run)
         here = not upgrading and not elsewhere and sum(c.read_bytes for c in run) <= IN_PROCESS_BYTES[tier]
         # Largest first, so no large repository is left to one actor at the end (the unknown ones lead).
-        work = largest_first([(c.repo, c.root, c.listing) for c in run] + [(n, r, None) for n, r in elsewhere],
-                             {c.repo: c.read_bytes for c in run})
-        return work, here
+        sizes = {c.repo: c.read_bytes for c in run}
+        work = largest_first([(c.repo, c.root, c.listing) for c in run] + [(n, r, None) for n, r in elsewhere], sizes)
+        return work, sizes, here
 
-    def _stream(self, results: Iterable[RepoResult], total: int, schema: pa.Schema, report: CorpusReport,
-                writer: Writer) -> None:
-        """Merge each repository of ``results`` into the tables as it is finished, ``FLUSH_ROWS`` rows at a time."""
+    def _stream(self, results: Iterable[RepoResult], total: int, report: CorpusReport, writer: Writer,
+                schema: pa.Schema) -> None:
+        """Commit each repository of ``results`` to the tables as it is finished, ``FLUSH_ROWS`` rows at a time."""
         from tqdm.auto import tqdm
 
         done: list[RepoResult] = []
@@ -433,8 +444,8 @@ class Corpus:
         try:
             for result in results:
                 done.append(result)
-                buffered += sum(t.num_rows for t in result.rows)
                 payload = result.payload
+                buffered += payload["inserted"] + payload["updated"]
                 report.inserted += payload["inserted"]
                 report.updated += payload["updated"]
                 report.deleted += len(payload["delete_ids"])
@@ -640,22 +651,16 @@ def _and_repos(repos: list[str] | None, extra: str) -> str:
 
 
 def _flush(writer: Writer, results: list[RepoResult], schema: pa.Schema) -> None:
-    """Merge finished repositories: their new chunk rows and deletions (one commit), then their file rows."""
+    """Commit finished repositories: the fragments their workers wrote, their deletions, the rows given the
+    transformer's vectors (replaced in place), then their file rows."""
     if not results:
         return
-    import pyarrow.compute as pc
-
-    tables = [t for r in results for t in r.rows]
-    both = pa.concat_tables(tables) if tables else None
-    rows, updates = schema.empty_table(), schema.empty_table()
-    if both is not None:
-        rows = both.filter(pc.equal(both["record"], "chunk")).select(schema.names).cast(schema)
-        updates = both.filter(pc.equal(both["record"], "update")).select(schema.names).cast(schema)
-    deletions = [i for r in results for i in r.payload["delete_ids"]]
     # New rows have ids the corpus does not hold (an id names its repository, path, lines and text): appended.
-    writer.merge(CHUNKS, "chunk_id", rows, delete_where([], deletions), new_keys_only=True)
-    if updates.num_rows:  # rows given the transformer's vectors: replaced in place
-        writer.merge(CHUNKS, "chunk_id", updates, None)
+    writer.append(CHUNKS, [f for r in results for f in r.fragments], schema)
+    writer.delete(CHUNKS, delete_where([], [i for r in results for i in r.payload["delete_ids"]]))
+    updates = [t for r in results for t in r.rows]
+    if updates:
+        writer.merge(CHUNKS, "chunk_id", pa.concat_tables(updates).select(schema.names).cast(schema), None)
     files: dict[str, list[Any]] = {name: [] for name in FILE_SCHEMA.names}
     removed = []
     for result in results:

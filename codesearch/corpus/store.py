@@ -295,47 +295,66 @@ class Writer:
             return pa.table({c: [] for c in columns})
         return ds.to_table(columns=columns, filter=where)
 
-    def merge(self, name: str, on: str | list[str], rows: pa.Table, delete_where: str | None,
-              new_keys_only: bool = False) -> None:
+    def merge(self, name: str, on: str | list[str], rows: pa.Table, delete_where: str | None) -> None:
         """Insert ``rows`` (replacing rows with the same key) and delete the rows ``delete_where`` selects
         that ``rows`` does not replace: one commit, one new version.
 
-        With ``new_keys_only`` (the caller knows no row's key is in the table) and nothing to delete, the rows
-        are appended: ``merge_insert`` would hold them in a hash join for nothing (+300-450 MB in the driver
-        for a 20k-row merge into a 100k-row table, measured).
+        (New chunk rows do not come this way: the actors write them as fragments, committed by :meth:`append`;
+        ``merge_insert`` would hold them in a hash join, +300-450 MB in the driver for a 20k-row merge into a
+        100k-row table, measured.)
         """
         import lance
 
+        if not rows.num_rows:
+            self.delete(name, delete_where)
+            return
         ds = self._dataset(name)
         if ds is None:
-            if not rows.num_rows:
-                return
             ds = lance.write_dataset(rows, self.store.table_uri(name), schema=rows.schema, mode="create",
                                      storage_options=self.store.storage_options or None)
             deleted = 0
-        elif rows.num_rows and new_keys_only and not delete_where:
-            ds = lance.write_dataset(rows, self.store.table_uri(name), schema=rows.schema, mode="append",
-                                     storage_options=self.store.storage_options or None)
-            deleted = 0
-        elif rows.num_rows:
+        else:
             merge = ds.merge_insert(on).when_matched_update_all().when_not_matched_insert_all()
             if delete_where:
                 merge = merge.when_not_matched_by_source_delete(delete_where)
-            result = merge.execute(rows)
-            deleted = int(result["num_deleted_rows"])
+            deleted = int(merge.execute(rows)["num_deleted_rows"])
             ds = self.store.latest(name)
-        elif delete_where:
-            before = ds.count_rows()
-            ds.delete(delete_where)
-            ds = self.store.latest(name)
-            assert ds is not None
-            deleted = before - ds.count_rows()
-        else:
-            return
         assert ds is not None
         self.versions[name] = ds.version
         self.rows_written[name] += rows.num_rows
         self.rows_deleted[name] += deleted
+        checkpoint(name.split(".", maxsplit=1)[0])
+
+    def append(self, name: str, fragments: list[str], schema: pa.Schema) -> None:
+        """Commit ``fragments`` (:func:`write_fragments`' JSON, written by the actors) to dataset ``name``: one
+        commit, one new version; the dataset is created by the first."""
+        import lance
+        from lance.fragment import FragmentMetadata
+
+        if not fragments:
+            return
+        made = [FragmentMetadata.from_json(text) for text in fragments]
+        ds = self._dataset(name)
+        operation = lance.LanceOperation.Append(made) if ds is not None else \
+            lance.LanceOperation.Overwrite(schema, made)
+        ds = lance.LanceDataset.commit(self.store.table_uri(name), operation,
+                                       read_version=ds.version if ds is not None else None,
+                                       storage_options=self.store.storage_options or None)
+        self.versions[name] = ds.version
+        self.rows_written[name] += sum(f.num_rows for f in made)
+        checkpoint(name.split(".", maxsplit=1)[0])
+
+    def delete(self, name: str, where: str | None) -> None:
+        """Delete the rows of dataset ``name`` that ``where`` selects: one commit, when there are any."""
+        ds = self._dataset(name)
+        if ds is None or not where:
+            return
+        before = ds.count_rows()
+        ds.delete(where)
+        ds = self.store.latest(name)
+        assert ds is not None
+        self.versions[name] = ds.version
+        self.rows_deleted[name] += before - ds.count_rows()
         checkpoint(name.split(".", maxsplit=1)[0])
 
     def optimize(self, has_full: bool, always: bool = True) -> bool:
@@ -391,6 +410,20 @@ class Writer:
             ds = self.store.latest(name)
             if ds is not None:
                 ds.cleanup_old_versions(older_than=timedelta(seconds=older_than_s))
+
+
+def write_fragments(uri: str, name: str, rows: pa.Table, storage_options: dict[str, str] | None = None) -> list[str]:
+    """Write ``rows`` as new data files of dataset ``name`` of the store at ``uri`` without committing them (an
+    actor's share of a build: the one writer commits them with :meth:`Writer.append`); their metadata as JSON.
+
+    Until committed nothing reads them; a run killed before the commit leaves
+    files no version names (Lance's cleanup removes such files once they are a week old)."""
+    import json
+
+    from lance.fragment import write_fragments as write
+
+    fragments = write(rows, f"{uri.rstrip('/')}/{name}", schema=rows.schema, storage_options=storage_options or None)
+    return [json.dumps(f.to_json()) for f in fragments]
 
 
 def optimize_store(uri: str, storage_options: dict[str, str], versions: dict[str, int], has_full: bool,
@@ -470,4 +503,4 @@ def delete_where(repos: list[str], chunk_ids: list[int]) -> str | None:
 
 
 __all__ = ["FTS_OPTIONS", "KILL_ENV", "RETRAIN_BELOW", "UNINDEXED_FRAGMENTS", "UNINDEXED_SHARE", "VECTOR_INDEX_MIN_ROWS",
-           "CorpusStore", "Writer", "checkpoint", "delete_where", "ivf_partitions", "optimize_store"]
+           "CorpusStore", "Writer", "checkpoint", "delete_where", "ivf_partitions", "optimize_store", "write_fragments"]
