@@ -565,13 +565,15 @@ def test_repositories_are_handed_to_the_actors_largest_first() -> None:
 
 
 def test_small_repositories_share_a_work_item_up_to_the_bundle_size() -> None:
-    """Each work item makes at least one fragment: small neighbours go together, large or unknown ones alone."""
+    """Each work item makes at least one fragment: small neighbours go together, large, unknown or empty ones alone."""
     from codesearch.corpus.build import bundles
 
     work = [("far", "/f"), ("large", "/l"), ("a", "/a"), ("b", "/b"), ("c", "/c"), ("empty", "/e")]
     sizes = {"large": 5000, "a": 600, "b": 300, "c": 200, "empty": 0}
     assert [item["repos"] for item in bundles(work, sizes, target=1000)] == [["far"], ["large"], ["a", "b"],
-                                                                            ["c", "empty"]]
+                                                                            ["c"], ["empty"]]
+    # Repositories with nothing to read (upgraded to the transformer tier) are not lumped onto one actor.
+    assert len(bundles([(f"r{i}", f"/r{i}") for i in range(5)], dict.fromkeys([f"r{i}" for i in range(5)], 0))) == 5
     assert bundles(work, sizes, target=1000)[2]["roots"] == ["/a", "/b"]
     assert [item["repos"] for item in bundles([("empty", "/e")], {"empty": 0})] == [["empty"]]
 

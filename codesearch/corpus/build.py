@@ -65,7 +65,7 @@ from codesearch.scope import kind_of
 BLOCK_ROWS = 256
 """Rows embedded at a time (blocks end at file boundaries)."""
 FRAGMENT_ROWS = 16_384
-"""Rows an actor holds before writing them as a fragment (at a repository's end; and at each work item's)."""
+"""Rows an actor holds before writing them as a fragment (and at each work item's end)."""
 BUNDLE_BYTES = 1 << 20
 """Repositories smaller than this (bytes of text files) are handed to the actors together, up to this size a work
 item, so that each does not make a fragment of its own (the corpus of 10,000 repositories)."""
@@ -161,17 +161,22 @@ class RepoWorker:
         held: list[pa.Table] = []
         rows: list[pa.Table] = []
         for position, (repo, root, listing) in enumerate(items):
+            buffered = False  # whether rows of this repository wait to be written
             for table in self.repository(repo, root, listing):
                 record = table["record"][0].as_py()
                 if record == "chunk":
                     rows.append(table)
-                elif record == "done":
+                    buffered = True
+                    if sum(t.num_rows for t in rows) >= FRAGMENT_ROWS:  # a large repository: written as it goes
+                        yield self._written(rows)
+                        yield from held
+                        held, rows, buffered = [], [], False
+                elif record == "done" and buffered:
                     held.append(table)
                 else:
-                    yield table
-            if position == len(items) - 1 or sum(t.num_rows for t in rows) >= FRAGMENT_ROWS:
-                if rows:
-                    yield self._written(rows)
+                    yield table  # update rows, and the done row of a repository with no row waiting
+            if rows and (position == len(items) - 1 or sum(t.num_rows for t in rows) >= FRAGMENT_ROWS):
+                yield self._written(rows)
                 yield from held
                 held, rows = [], []
 
@@ -409,15 +414,16 @@ class RepoResult:
 
 
 def bundles(work: Sequence[tuple[str, str]], sizes: dict[str, int], target: int = BUNDLE_BYTES) -> list[dict[str, list[str]]]:
-    """The work items of ``work`` (repository, root), in its order: a repository of ``target`` bytes or more, or of
-    unknown size, alone; smaller neighbours together up to ``target``."""
+    """The work items of ``work`` (repository, root), in its order: a repository of ``target`` bytes or more, of
+    unknown size or with nothing to read (a refresh upgrading its tier), alone; smaller neighbours together up to
+    ``target``."""
     items: list[dict[str, list[str]]] = []
     room = 0  # bytes the last item may still take
     for repo, root in work:
         known = sizes.get(repo)
-        if not items or known is None or known > room:
+        if not items or known is None or known > room or not known:
             items.append({"repos": [], "roots": []})
-            room = target if known is not None else 0
+            room = target if known else -1  # unknown or nothing to read (an upgrade): alone
         items[-1]["repos"].append(repo)
         items[-1]["roots"].append(root)
         room -= known or 0
@@ -459,6 +465,8 @@ def results(blocks: Iterable[pa.Table]) -> Iterator[RepoResult]:
                     raise RuntimeError(f"the build lost rows of {repo}; run it again")
                 yield RepoResult(repo, payload, updates.pop(repo, []), fragments)
                 fragments = []
+    if fragments or updates or any(received.values()):
+        raise RuntimeError("the build's output ended before every repository's done row; run it again")
 
 
 def run_pipeline(ray: Any, items: Sequence[dict[str, list[str]]], spec: WorkerSpec, actors: int) -> Iterator[RepoResult]:
