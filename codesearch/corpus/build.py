@@ -1,4 +1,4 @@
-"""The build on Ray Data: repositories in, each scanned, cut and embedded by an actor, changed rows out.
+"""The build on Ray Data: repositories in, each scanned, cut, embedded and written by an actor; commits out.
 
 ``from_items`` of the work items (bundles of repositories, :func:`bundles`)
 -> ``map_batches(RepoWorker)`` on an actor pool
@@ -409,7 +409,7 @@ class RepoResult:
 
     repo: str
     payload: dict[str, Any]
-    rows: list[pa.Table]
+    updates: list[pa.Table]
     fragments: list[str] = field(default_factory=list)
 
 

@@ -85,9 +85,9 @@ class CorpusReport:
         file_rows: rows written to the files table.
         hashed_files: files read because their stats changed or were unknown (the rest were left unread).
         unchanged_repos: repositories a refresh skipped: no file added, removed or with other stats.
-        seconds: wall time; ``pipeline_s``: of it, the actors' run (their start included) and the merges;
+        seconds: wall time; ``pipeline_s``: of it, the actors' run (their start included) and the commits;
             ``ray_start_s``: of that, starting (or joining) Ray; ``stream_s``: the rest, from the first repository
-            handed out to the last one merged (the actors' start and model load included); ``optimize_s``:
+            handed out to the last one committed (the actors' start and model load included); ``optimize_s``:
             compaction and indexes (a Ray task when Ray ran); ``optimized``: whether they ran (a small refresh
             leaves its rows to the indexes' flat scan, :meth:`~codesearch.corpus.store.Writer.optimize`).
         ray: whether Ray ran the work (false: done in this process, or nothing to do).
@@ -658,7 +658,7 @@ def _flush(writer: Writer, results: list[RepoResult], schema: pa.Schema) -> None
     # New rows have ids the corpus does not hold (an id names its repository, path, lines and text): appended.
     writer.append(CHUNKS, [f for r in results for f in r.fragments], schema)
     writer.delete(CHUNKS, delete_where([], [i for r in results for i in r.payload["delete_ids"]]))
-    updates = [t for r in results for t in r.rows]
+    updates = [t for r in results for t in r.updates]
     if updates:
         writer.merge(CHUNKS, "chunk_id", pa.concat_tables(updates).select(schema.names).cast(schema), None)
     files: dict[str, list[Any]] = {name: [] for name in FILE_SCHEMA.names}

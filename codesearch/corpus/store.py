@@ -4,12 +4,12 @@
 each dataset at the version ``corpus.json`` names (:meth:`CorpusStore.open`);
 the writer (:meth:`CorpusStore.writer`) takes a lock, rolls back whatever a
 killed run committed after the manifest (Lance keeps every version, so the
-pinned one is restored), merges each batch of changed rows with
-``merge_insert`` and, once everything is committed, replaces the manifest.
-Concurrent ``merge_insert`` calls can duplicate rows in current Lance
-(lance#4585), so there is one writer: a lock file for a local store; for a
-bucket the caller runs one writer at a time, and the primary-key metadata of
-``chunk_id`` is the second line of defence.
+pinned one is restored), commits the fragments the actors wrote
+(:func:`write_fragments`, :meth:`Writer.append`), deletes removed chunks, merges
+file rows and upgraded chunk rows with ``merge_insert`` and, once everything is
+committed, replaces the manifest. Concurrent ``merge_insert`` calls can
+duplicate rows in current Lance (lance#4585), so there is one writer: a lock
+file for a local store; for a bucket the caller runs one writer at a time.
 
 ``CODESEARCH_CORPUS_KILL_AT`` (``chunks``, ``files`` or ``manifest``) makes
 the writer kill its own process with SIGKILL right after that commit: how the
