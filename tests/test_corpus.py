@@ -344,9 +344,10 @@ print("finished")
 """
 
 
-@pytest.mark.parametrize("point", ["chunks", "files", "manifest"])
+@pytest.mark.parametrize("point", ["chunks-append", "chunks-delete", "files-merge", "manifest"])
 def test_kill_9_during_a_refresh_leaves_the_old_or_the_new_corpus(built: tuple[Corpus, dict[str, Path]], point: str) -> None:
-    """A refresh SIGKILLed right after a commit (chunks, files, or the manifest) leaves one whole version."""
+    """A refresh SIGKILLed right after a commit (new chunks, removed chunks, files, or the manifest) leaves one whole
+    version."""
     c, repos = built
     old_hits = [h.location for h in c.search("super_len", k=3, repos="pyreq")]
     old_ids = sorted(table_ids(c))
@@ -371,6 +372,66 @@ def test_kill_9_during_a_refresh_leaves_the_old_or_the_new_corpus(built: tuple[C
     assert len(ids) == len(set(ids))
     assert [h for h in reader.search("echidna_len", k=3, repos="pyreq", mode="bm25") if "echidna" in h.text]
     assert not [h for h in reader.search("super_len", k=10, repos="pyreq", mode="bm25") if "def super_len" in h.text]
+
+
+def data_files(c: Corpus) -> set[str]:
+    return {p.name for p in (Path(c.store.uri) / CHUNKS / "data").iterdir()}
+
+
+@pytest.mark.parametrize("fails", ["append", "merge"])
+def test_a_first_build_that_fails_leaves_a_folder_the_next_build_takes(
+        ray_cluster, repos: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fails: str) -> None:  # type: ignore[no-untyped-def]
+    """A first build that fails before its manifest (the actors' fragments written but not committed, or the chunks
+    committed and the files not) leaves no corpus, and a folder that the next build takes over and clears."""
+    def broken(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        raise OSError("No space left on device")
+
+    monkeypatch.setattr(corpus_store.Writer, fails, broken)
+    store = tmp_path / "store"
+    with pytest.raises(OSError, match="No space left"):
+        corpus(store).build([str(p) for p in repos.values()])
+    assert not (store / "corpus.json").exists() and (store / CHUNKS / "data").is_dir()
+    left = {p.name for p in (store / CHUNKS / "data").iterdir()}
+    assert left  # the actors' rows, which no manifest names
+    with pytest.raises(CorpusNotFoundError):
+        corpus(store).search("super_len")
+    monkeypatch.undo()
+    c = corpus(store)
+    report = c.build([str(p) for p in repos.values()])
+    assert report.chunks == report.inserted > 0
+    assert c.search("super_len", k=1, repos="pyreq")[0].path.endswith("utils.py")
+    assert not left & data_files(c)
+    ids = table_ids(c)
+    assert len(ids) == len(set(ids)) == report.chunks
+
+
+def test_a_finished_run_removes_a_failed_runs_files_and_old_versions(
+        built: tuple[Corpus, dict[str, Path]], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Files a failed refresh wrote and never committed, and versions older than KEEP_VERSIONS_S, are removed by the
+    next run that commits (Lance alone keeps every version, and uncommitted files for a week)."""
+    c, repos = built
+    before = data_files(c)
+    utils = repos["pyreq"] / "src" / "requests" / "utils.py"
+    utils.write_text(UTILS.replace("super_len", "quokka_len"))
+
+    def broken(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        raise OSError("No space left on device")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(corpus_store.Writer, "append", broken)
+        with pytest.raises(OSError):
+            c.refresh()
+    orphans = data_files(c) - before
+    assert orphans
+    monkeypatch.setattr(corpus_store, "KEEP_VERSIONS_S", 0.0)
+    report = c.refresh()
+    assert report.inserted and report.cleaned_bytes > 0
+    assert not orphans & data_files(c)
+    pinned = c.store.manifest().versions
+    for name in (CHUNKS, FILES):
+        ds = c.store.latest(name)
+        assert ds is not None and [v["version"] for v in ds.versions()] == [pinned[name]]
+    assert "quokka_len" in corpus(Path(c.store.uri)).search("quokka_len", k=1, repos="pyreq", mode="bm25")[0].text
 
 
 def test_another_model_is_refused_and_nothing_is_written(built: tuple[Corpus, dict[str, Path]]) -> None:

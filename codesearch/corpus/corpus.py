@@ -46,7 +46,7 @@ from codesearch.corpus.schema import (
     sql_string,
 )
 from codesearch.corpus.source import CorpusSource, RepoView, _FileSet
-from codesearch.corpus.store import CorpusStore, Writer, delete_where, optimize_store
+from codesearch.corpus.store import CorpusStore, Writer, optimize_store
 from codesearch.embedding.catalogue import DEFAULT_MODEL, ModelSpec, resolve_model
 from codesearch.exceptions import ModelMismatchError, RepositoryNotInCorpusError, RootNotFoundError
 from codesearch.files.scan import Listing
@@ -89,7 +89,9 @@ class CorpusReport:
             ``ray_start_s``: of that, starting (or joining) Ray; ``stream_s``: the rest, from the first repository
             handed out to the last one committed (the actors' start and model load included); ``optimize_s``:
             compaction and indexes (a Ray task when Ray ran); ``optimized``: whether they ran (a small refresh
-            leaves its rows to the indexes' flat scan, :meth:`~codesearch.corpus.store.Writer.optimize`).
+            leaves its rows to the indexes' flat scan, :meth:`~codesearch.corpus.store.Writer.optimize`);
+            ``cleanup_s``: removing old versions and a failed run's uncommitted files, ``cleaned_bytes`` of them
+            (:meth:`~codesearch.corpus.store.Writer.cleanup`; only after a run that committed something).
         ray: whether Ray ran the work (false: done in this process, or nothing to do).
         actors: the actor pool's size; ``workers``: per actor process (this one when in process), its
             repositories, chunks written, peak memory (MB) and CPU seconds spent on its repositories (``cpu_s``).
@@ -118,6 +120,8 @@ class CorpusReport:
     stream_s: float = 0.0
     optimize_s: float = 0.0
     optimized: bool = False
+    cleanup_s: float = 0.0
+    cleaned_bytes: int = 0
     ray: bool = False
     actors: int = 0
     tier: str = STATIC
@@ -382,6 +386,10 @@ class Corpus:
             self._record(writer, manifest, items, tier)
             manifest.versions = dict(writer.versions)
             self.store.write_manifest(manifest)
+            if writer.versions != writer.pinned:
+                cleaning = time.perf_counter()
+                report.cleaned_bytes = writer.cleanup()
+                report.cleanup_s = round(time.perf_counter() - cleaning, 3)
         report.file_rows = writer.rows_written[FILES] + writer.rows_deleted[FILES]
         report.files = sum(manifest.repos[name].files for name, _ in items)
         report.chunks = sum(manifest.repos[name].chunks for name, _ in items)
@@ -657,7 +665,8 @@ def _flush(writer: Writer, results: list[RepoResult], schema: pa.Schema) -> None
         return
     # New rows have ids the corpus does not hold (an id names its repository, path, lines and text): appended.
     writer.append(CHUNKS, [f for r in results for f in r.fragments], schema)
-    writer.delete(CHUNKS, delete_where([], [i for r in results for i in r.payload["delete_ids"]]))
+    deleted = [i for r in results for i in r.payload["delete_ids"]]
+    writer.delete(CHUNKS, sql_in("chunk_id", deleted) if deleted else None)
     updates = [t for r in results for t in r.updates]
     if updates:
         writer.merge(CHUNKS, "chunk_id", pa.concat_tables(updates).select(schema.names).cast(schema), None)

@@ -11,9 +11,14 @@ committed, replaces the manifest. Concurrent ``merge_insert`` calls can
 duplicate rows in current Lance (lance#4585), so there is one writer: a lock
 file for a local store; for a bucket the caller runs one writer at a time.
 
-``CODESEARCH_CORPUS_KILL_AT`` (``chunks``, ``files`` or ``manifest``) makes
-the writer kill its own process with SIGKILL right after that commit: how the
-tests kill a refresh at a chosen point.
+Once the manifest names the new versions the writer removes what no version
+kept for :data:`KEEP_VERSIONS_S` names (:meth:`Writer.cleanup`): older versions,
+and data files a failed or killed run wrote but never committed.
+
+``CODESEARCH_CORPUS_KILL_AT`` makes the writer kill its own process with SIGKILL
+right after the commit it names (``chunks-append``, ``chunks-delete``,
+``chunks-merge``, ``files-merge``, ``files-delete`` or ``manifest``): how the
+tests kill a build or refresh at a chosen point.
 """
 
 from __future__ import annotations
@@ -21,14 +26,14 @@ from __future__ import annotations
 import os
 import signal
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from codesearch.corpus.schema import CHUNKS, FILE_SCHEMA, FILES, MANIFEST_FILE, CorpusManifest, sql_in
+from codesearch.corpus.schema import CHUNKS, FILE_SCHEMA, FILES, MANIFEST_FILE, CorpusManifest
 from codesearch.exceptions import CorpusNotFoundError, IndexLockedError
 
 if TYPE_CHECKING:
@@ -52,6 +57,10 @@ it compacts and folds them in. Compaction and the indexes' update cost seconds w
 10k-100k rows, measured), most of a small refresh."""
 UNINDEXED_FRAGMENTS = 32
 """Nor more than this many fragments outside an index (each refresh adds one or two; a query opens each)."""
+KEEP_VERSIONS_S = 3600.0
+"""A finished build or refresh removes dataset versions older than this (never the newest, which the manifest
+names): a reader that opened an older manifest has this long to finish. Lance keeps every version otherwise, and
+each compaction rewrites the table (a 1M-chunk store would grow by its size at every optimize)."""
 
 
 def _now() -> str:
@@ -128,7 +137,11 @@ class CorpusStore:
         if self.exists() or self._fs is not None:
             return
         folder = Path(self._root)
-        if folder.exists() and (not folder.is_dir() or any(p.name != ".writer.lock" for p in folder.iterdir())):
+        # What a first build that failed or was killed before its manifest leaves: the writer removes it.
+        ours = {".writer.lock", CHUNKS, FILES}
+        if folder.exists() and (not folder.is_dir() or any(
+                p.name not in ours and not (p.name.startswith(f".{MANIFEST_FILE}.") and p.name.endswith(".tmp"))
+                for p in folder.iterdir())):
             raise CorpusNotFoundError(f"{self.uri} is not a codesearch corpus (it holds other files and no "
                                       f"{MANIFEST_FILE}); give a new or empty folder")
 
@@ -236,19 +249,20 @@ class CorpusStore:
 
     def _roll_back(self, name: str, version: int | None) -> None:
         """Make the pinned version the newest again (a killed run may have committed after it)."""
-        ds = self.latest(name)
-        if ds is None or ds.version == version:
-            return
         if version is None:
-            # Created by a run killed before its first manifest: nothing reads it.
-            import shutil
-
+            # Written by a run that failed or was killed before its first manifest (committed or not): nothing
+            # reads it.
             if not self.remote:
+                import shutil
+
                 shutil.rmtree(self.table_uri(name), ignore_errors=True)
                 return
-            self._fs.delete_dir(f"{self._root}/{name}")  # type: ignore[union-attr]
+            with suppress(FileNotFoundError):
+                self._fs.delete_dir(f"{self._root}/{name}")  # type: ignore[union-attr]
             return
-        ds.checkout_version(version).restore()
+        ds = self.latest(name)
+        if ds is not None and ds.version != version:
+            ds.checkout_version(version).restore()
 
     def _add_file_columns(self) -> None:
         """Give a files table written before a column of :data:`FILE_SCHEMA` (``mtime_ns``) that column, null in
@@ -270,9 +284,11 @@ class CorpusStore:
 _SQL_TYPES = {pa.int64(): "BIGINT", pa.int32(): "INT", pa.string(): "STRING"}
 
 
-def checkpoint(name: str) -> None:
-    """Kill this process with SIGKILL when ``CODESEARCH_CORPUS_KILL_AT`` names this point (tests only)."""
-    if os.environ.get(KILL_ENV) == name:
+def checkpoint(name: str, operation: str | None = None) -> None:
+    """Kill this process with SIGKILL when ``CODESEARCH_CORPUS_KILL_AT`` names this point (tests only): the
+    manifest's commit, or ``operation``'s commit to dataset ``name`` (``chunks-append``)."""
+    point = name if operation is None else f"{name.split('.', maxsplit=1)[0]}-{operation}"
+    if os.environ.get(KILL_ENV) == point:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
@@ -281,6 +297,7 @@ class Writer:
 
     def __init__(self, store: CorpusStore, pinned: dict[str, int]) -> None:
         self.store = store
+        self.pinned = dict(pinned)
         self.versions = dict(pinned)
         self.rows_written = {CHUNKS: 0, FILES: 0}
         self.rows_deleted = {CHUNKS: 0, FILES: 0}
@@ -323,7 +340,7 @@ class Writer:
         self.versions[name] = ds.version
         self.rows_written[name] += rows.num_rows
         self.rows_deleted[name] += deleted
-        checkpoint(name.split(".", maxsplit=1)[0])
+        checkpoint(name, "merge")
 
     def append(self, name: str, fragments: list[str], schema: pa.Schema) -> None:
         """Commit ``fragments`` (:func:`write_fragments`' JSON, written by the actors) to dataset ``name``: one
@@ -342,7 +359,7 @@ class Writer:
                                        storage_options=self.store.storage_options or None)
         self.versions[name] = ds.version
         self.rows_written[name] += sum(f.num_rows for f in made)
-        checkpoint(name.split(".", maxsplit=1)[0])
+        checkpoint(name, "append")
 
     def delete(self, name: str, where: str | None) -> None:
         """Delete the rows of dataset ``name`` that ``where`` selects: one commit, when there are any."""
@@ -355,7 +372,7 @@ class Writer:
         assert ds is not None
         self.versions[name] = ds.version
         self.rows_deleted[name] += before - ds.count_rows()
-        checkpoint(name.split(".", maxsplit=1)[0])
+        checkpoint(name, "delete")
 
     def optimize(self, has_full: bool, always: bool = True) -> bool:
         """Compact the chunks' fragments, create the indexes a query needs and fold new rows into them.
@@ -402,14 +419,24 @@ class Writer:
         self.versions[CHUNKS] = ds.version
         return True
 
-    def cleanup(self, older_than_s: float = 3600.0) -> None:
-        """Remove dataset versions older than this that the manifest does not name (never the pinned ones)."""
+    def cleanup(self, older_than_s: float | None = None) -> int:
+        """Remove versions older than ``older_than_s`` (default :data:`KEEP_VERSIONS_S`; never the newest: call it
+        once the manifest names the newest), and the data files no version names: what a failed or killed run wrote
+        and never committed, which Lance otherwise keeps for a week in case another writer is still at work (there
+        is one writer: the lock).
+
+        Returns the bytes removed.
+        """
         from datetime import timedelta
 
+        removed = 0
         for name in (CHUNKS, FILES):
             ds = self.store.latest(name)
             if ds is not None:
-                ds.cleanup_old_versions(older_than=timedelta(seconds=older_than_s))
+                keep = timedelta(seconds=KEEP_VERSIONS_S if older_than_s is None else older_than_s)
+                stats = ds.cleanup_old_versions(older_than=keep, delete_unverified=True)
+                removed += int(stats.bytes_removed)
+        return removed
 
 
 def write_fragments(uri: str, name: str, rows: pa.Table, storage_options: dict[str, str] | None = None) -> list[str]:
@@ -417,7 +444,7 @@ def write_fragments(uri: str, name: str, rows: pa.Table, storage_options: dict[s
     actor's share of a build: the one writer commits them with :meth:`Writer.append`); their metadata as JSON.
 
     Until committed nothing reads them; a run killed before the commit leaves
-    files no version names (Lance's cleanup removes such files once they are a week old)."""
+    files no version names, removed by the next run's :meth:`Writer.cleanup`."""
     import json
 
     from lance.fragment import write_fragments as write
@@ -492,15 +519,7 @@ def _within_share(ds: lance.LanceDataset) -> bool:
     return True
 
 
-def delete_where(repos: list[str], chunk_ids: list[int]) -> str | None:
-    """The filter of the chunk rows a merge deletes: every row of ``repos``, and ``chunk_ids``."""
-    parts = []
-    if repos:
-        parts.append(sql_in("repo", repos))
-    if chunk_ids:
-        parts.append(sql_in("chunk_id", chunk_ids))
-    return " OR ".join(parts) if parts else None
 
-
-__all__ = ["FTS_OPTIONS", "KILL_ENV", "RETRAIN_BELOW", "UNINDEXED_FRAGMENTS", "UNINDEXED_SHARE", "VECTOR_INDEX_MIN_ROWS",
-           "CorpusStore", "Writer", "checkpoint", "delete_where", "ivf_partitions", "optimize_store", "write_fragments"]
+__all__ = ["FTS_OPTIONS", "KEEP_VERSIONS_S", "KILL_ENV", "RETRAIN_BELOW", "UNINDEXED_FRAGMENTS", "UNINDEXED_SHARE",
+           "VECTOR_INDEX_MIN_ROWS", "CorpusStore", "Writer", "checkpoint", "ivf_partitions", "optimize_store",
+           "write_fragments"]
