@@ -141,6 +141,25 @@ def test_a_symbol_table_of_some_names_holds_what_the_whole_table_holds_for_them(
     assert "do" in whole and "do" not in some
 
 
+def test_a_symbol_scan_answers_every_name_as_the_whole_table_does() -> None:
+    """A repository opened for one query looks its names up symbol by symbol (SymbolScan) instead of building the
+    table: the same definitions, in the same order, for every name the table holds and for names it does not."""
+    from codesearch.ranking.facts import SymbolScan
+
+    per_chunk: list[list[str] | None] = [
+        ["Session.send", "Session", "send"], None, ["send"], ["impl fmt::Display for Foo"], ["(*Client).Do", "Do"],
+        [], ["App\\Http\\Kernel::handle", "Kernel->boot"], ["Σ.ΑΣ", "ΑΣ", "(*ΑΣ).Do"], ["İstanbul.Ölç"], ["()"], ["*ptr&"],
+        ["HTTPAdapter.send", "HTTPAdapter.build_response"], ["Foo#bar", "foo:bar"], ["sendall", "resend"]]
+    whole = SymbolTable.build((i, s) for i, s in enumerate(per_chunk) if s)
+    scan = SymbolScan(per_chunk)
+    names = whole.names.tolist()
+    assert len(names) > 20
+    for name in [*names, "absent", "sen", "end", "http", "σ", "ας", "client).do", "(*client", ""]:
+        assert scan.get(name) == whole.get(name), name
+        assert (name in scan) == (name in whole), name
+    assert [d.chunk for d in scan.get("send")] == [0, 2, 11]
+
+
 def test_candidates_keep_only_positive_keyword_scores_and_respect_the_mask() -> None:
     lists = {"bm25": np.array([0.0, 3.0, 1.0, 0.0]), "dense": np.array([0.1, 0.2, 0.9, 0.5])}
     assert S.candidates(lists, 3) == {"bm25": [1, 2], "dense": [2, 3, 1]}

@@ -20,7 +20,7 @@ import numpy as np
 
 from codesearch.index.loaded import LoadedIndex
 from codesearch.keyword.tokens import split_identifier
-from codesearch.ranking.facts import COMPAT, EXAMPLE, QUALIFIERS, STUB, definition_names, squash_name
+from codesearch.ranking.facts import COMPAT, EXAMPLE, QUALIFIERS, STUB, SymbolTable, definition_names, squash_name
 from codesearch.scope import CONFIG, DOC, TEST
 from codesearch.types import Hit, SymbolHits
 
@@ -233,6 +233,7 @@ def closest_names(loaded: LoadedIndex, name: str, n: int = 3) -> list[str]:
     written in the code; empty when none is close."""
     target = name.lower()
     table = loaded.facts.symbols
+    assert isinstance(table, SymbolTable)  # a single index's, built with it
     near = difflib.get_close_matches(target, table.names.tolist(), n=10, cutoff=0.7)
     near.sort(key=lambda key: (edit_distance(target, key), key))
     return [table.get(key)[0].name for key in near[:n]]

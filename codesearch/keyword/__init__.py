@@ -5,9 +5,9 @@ The old module ``codesearch.keyword`` is this package; its names stay importable
 
 from __future__ import annotations
 
-from codesearch.keyword.bm25 import ARRAYS_FORMAT_VERSION, BM25, BM25Builder, Postings, Vocabulary
+from codesearch.keyword.bm25 import ARRAYS_FORMAT_VERSION, BM25, BM25Builder, Postings, Vocabulary, fit_counts
 from codesearch.keyword.tokens import MAX_TOKEN_CHARS, code_tokens, split_identifier
 from codesearch.topk import top_k
 
 __all__ = ["ARRAYS_FORMAT_VERSION", "BM25", "BM25Builder", "MAX_TOKEN_CHARS", "Postings", "Vocabulary", "code_tokens",
-           "split_identifier", "top_k"]
+           "fit_counts", "split_identifier", "top_k"]

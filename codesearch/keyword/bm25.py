@@ -426,16 +426,32 @@ class BM25Builder:
         Raises:
             ValueError: no document holds a term.
         """
-        est = estimator if estimator is not None else BM25()
-        est._validate_params()
-        if not self.vocabulary:
-            raise ValueError(f"BM25.fit: the {len(self)} documents hold no word to index; pass non-empty texts")
         terms = np.frombuffer(self._terms, dtype=np.int32) if self._terms else np.empty(0, dtype=np.int32)
         counts = np.frombuffer(self._counts, dtype=np.int32) if self._counts else np.empty(0, dtype=np.int32)
         lengths = np.frombuffer(self._lengths, dtype=np.int32)
-        est._set_state(Vocabulary(dict(self.vocabulary)), *_bm25_weights(terms, counts, lengths, len(self.vocabulary),
-                                                                          est.k1, est.b, est.epsilon))
-        return est
+        return fit_counts(dict(self.vocabulary), terms, counts, lengths, estimator)
+
+
+def fit_counts(vocabulary: dict[str, int], terms: np.ndarray, counts: np.ndarray, lengths: np.ndarray,
+               estimator: BM25 | None = None) -> BM25:
+    """A fitted estimator (``estimator``'s parameters, else the defaults) from every document's term counts.
+
+    Args:
+        vocabulary: term -> number, numbered ``0..n-1``.
+        terms: each document's distinct term numbers (int32), document after document.
+        counts: their counts (int32).
+        lengths: how many distinct terms each document has (int32), one entry per document.
+
+    Raises:
+        ValueError: no document holds a term.
+    """
+    est = estimator if estimator is not None else BM25()
+    est._validate_params()
+    if not vocabulary:
+        raise ValueError(f"BM25.fit: the {len(lengths)} documents hold no word to index; pass non-empty texts")
+    est._set_state(Vocabulary(vocabulary), *_bm25_weights(terms, counts, lengths, len(vocabulary), est.k1, est.b,
+                                                          est.epsilon))
+    return est
 
 
 _ROUNDING = 1e-9
@@ -497,4 +513,4 @@ def _corrupt(detail: str) -> NoReturn:
     raise IndexCorruptError(f"BM25 arrays are damaged ({detail}); rebuild the index")
 
 
-__all__ = ["ARRAYS_FORMAT_VERSION", "BM25", "BM25Builder", "Postings", "Vocabulary"]
+__all__ = ["ARRAYS_FORMAT_VERSION", "BM25", "BM25Builder", "Postings", "Vocabulary", "fit_counts"]

@@ -197,6 +197,70 @@ class SymbolTable:
                    Strings.from_arrays(arrays, "symtab_written"))
 
 
+class SymbolScan:
+    """A :class:`SymbolTable`'s answers found name by name in the chunks' symbols, without building the table.
+
+    What a repository opened for one query needs: building the whole table
+    calls :func:`definition_names` on every symbol (about 10 ms per 1,000
+    chunks), while a query names one or two identifiers. A name is looked for
+    as a substring of every symbol at once (lowercased, Go's pointer receivers
+    undecorated, as :func:`definition_names` writes them), and only the symbols
+    that hold it, or any character beyond ASCII (whose lowercase may read
+    otherwise alone), are split: :meth:`get` returns what
+    ``SymbolTable.build(symbols).get(name)`` returns.
+
+    Args:
+        symbols: each chunk's symbols (``None`` or empty for none), in chunk order.
+    """
+
+    def __init__(self, symbols: Sequence[Sequence[str] | None]) -> None:
+        self._symbols = symbols
+        self._joined: str | None = None
+        self._found: dict[str, list[Definition]] = {}
+
+    def _prepare(self) -> None:
+        chunk_of: list[int] = []
+        texts: list[str] = []
+        for chunk, names in enumerate(self._symbols):
+            if names:
+                chunk_of.extend([chunk] * len(names))
+                texts.extend(names)
+        self._chunk_of, self._texts = chunk_of, texts
+        # One line per symbol; "(*", ")" and "(" hold no newline, so removing them never joins two lines.
+        joined = "\n".join(texts).lower().replace("(*", "").replace(")", "").replace("(", "")
+        lines = joined.split("\n")
+        self._starts = np.cumsum([0] + [len(line) + 1 for line in lines[:-1]]).tolist() if texts else []
+        self._beyond_ascii = [i for i, text in enumerate(texts) if not text.isascii()]
+        self._joined = joined
+
+    def get(self, lower: str) -> list[Definition]:
+        """The definitions of a lowercased name, in chunk order (empty when none)."""
+        found = self._found.get(lower)
+        if found is not None:
+            return found
+        if self._joined is None:
+            self._prepare()
+        joined, starts = self._joined, self._starts
+        assert joined is not None
+        holding = set(self._beyond_ascii) if lower else set(range(len(self._texts)))
+        at = joined.find(lower) if lower else -1
+        while at >= 0:
+            line = bisect_right(starts, at) - 1
+            holding.add(line)
+            at = joined.find(lower, starts[line + 1]) if line + 1 < len(starts) else -1
+        found = []
+        for i in sorted(holding):
+            chunk = self._chunk_of[i]
+            for name in definition_names(self._texts[i]):
+                if name.lower() == lower and (not found or found[-1].chunk != chunk):
+                    found.append(Definition(chunk, name))
+        self._found[lower] = found
+        return found
+
+    def __contains__(self, lower: object) -> bool:
+        return isinstance(lower, str) and bool(self.get(lower))
+
+
 def _line_starts(lines: Sequence[str]) -> list[int]:
     """Where each of ``lines`` starts in ``"\\n".join(lines)``."""
     starts = [0]
@@ -236,7 +300,8 @@ class IndexFacts:
         self._setup(files, file_of, SymbolTable.build((i, c.get("symbols", ())) for i, c in enumerate(chunks)))
 
     @classmethod
-    def from_columns(cls, paths: Sequence[str], file_of: np.ndarray, symbols: SymbolTable | Callable[[], SymbolTable],
+    def from_columns(cls, paths: Sequence[str], file_of: np.ndarray,
+                     symbols: SymbolTable | SymbolScan | Callable[[], SymbolTable],
                      kinds: Sequence[str | None] | None = None) -> IndexFacts:
         """Facts of an index stored as columns: every file's path (chunked or not), each chunk's file number, and
         where known each file's kind (its chunks'; spares :func:`~codesearch.scope.kind_of` per file on open).
@@ -250,7 +315,7 @@ class IndexFacts:
                      [kind for kind, k in zip(kinds, keep) if k] if kinds is not None else None)
         return facts
 
-    def _setup(self, files: list[str], file_of: np.ndarray, symbols: SymbolTable | Callable[[], SymbolTable],
+    def _setup(self, files: list[str], file_of: np.ndarray, symbols: SymbolTable | SymbolScan | Callable[[], SymbolTable],
                kinds: list[str | None] | None = None) -> None:
         self.files = files
         self.file_of = file_of
@@ -264,9 +329,10 @@ class IndexFacts:
         return len(self.file_of)
 
     @property
-    def symbols(self) -> SymbolTable:
-        """The symbol table (:class:`SymbolTable`), built on first use when it was given as a function."""
-        if not isinstance(self._symbols, SymbolTable):
+    def symbols(self) -> SymbolTable | SymbolScan:
+        """The symbol table (:class:`SymbolTable`, or a :class:`SymbolScan` answering as one), built on first use
+        when it was given as a function."""
+        if not isinstance(self._symbols, (SymbolTable, SymbolScan)):
             self._symbols = self._symbols()
         return self._symbols
 
@@ -427,6 +493,7 @@ __all__ = [
     "QUALIFIERS",
     "Definition",
     "IndexFacts",
+    "SymbolScan",
     "SymbolTable",
     "definition_names",
     "file_stem",
