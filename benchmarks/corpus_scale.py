@@ -204,7 +204,7 @@ def keyword_parity(corpus: Corpus, queries: Sequence[str]) -> dict[str, Any]:
     ds = corpus.store.open(CHUNKS, corpus.store.manifest().versions[CHUNKS])
     table = ds.to_table(columns=["chunk_id", "keyword_text"])
     ids = np.asarray(table["chunk_id"].to_numpy())
-    bm25 = repo_bm25(table["keyword_text"].to_pylist())
+    bm25 = repo_bm25(table["keyword_text"])
     overlaps, same10 = [], 0
     for query in queries:
         exact = ids[top_k(bm25.score(query), DEPTH, above=0.0)].tolist()

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -27,7 +28,7 @@ from conftest import SESSIONS, UTILS, HashingEmbedder
 from codesearch import CodeSearch
 from codesearch.corpus import Corpus
 from codesearch.corpus import store as corpus_store
-from codesearch.corpus.schema import CHUNKS, FILES, chunk_schema
+from codesearch.corpus.schema import CHUNKS, FILES, KEYWORDS, chunk_schema
 from codesearch.corpus.store import KILL_ENV
 from codesearch.exceptions import (
     ClusterUnavailableError,
@@ -344,7 +345,8 @@ print("finished")
 """
 
 
-@pytest.mark.parametrize("point", ["chunks-append", "chunks-delete", "files-merge", "manifest"])
+@pytest.mark.parametrize("point", ["chunks-append", "chunks-delete", "files-merge", "keywords-delete", "keywords-append",
+                                   "manifest"])
 def test_kill_9_during_a_refresh_leaves_the_old_or_the_new_corpus(built: tuple[Corpus, dict[str, Path]], point: str) -> None:
     """A refresh SIGKILLed right after a commit (new chunks, removed chunks, files, or the manifest) leaves one whole
     version."""
@@ -372,6 +374,71 @@ def test_kill_9_during_a_refresh_leaves_the_old_or_the_new_corpus(built: tuple[C
     assert len(ids) == len(set(ids))
     assert [h for h in reader.search("echidna_len", k=3, repos="pyreq", mode="bm25") if "echidna" in h.text]
     assert not [h for h in reader.search("super_len", k=10, repos="pyreq", mode="bm25") if "def super_len" in h.text]
+
+
+def fresh_fit(c: Corpus, repo: str) -> tuple[list[int], Any]:
+    """The BM25 a repository's rows give now, fitted from their terms as a view without a stored fit does."""
+    from codesearch.corpus.keywords import repo_bm25, view_order
+
+    ds = c.store.open(CHUNKS, c.store.manifest().versions[CHUNKS])
+    assert ds is not None
+    rows = ds.to_table(columns=["chunk_id", "path", "ordinal", "keyword_text"], filter=f"repo = '{repo}'")
+    rows = rows.take(view_order(rows))
+    return rows["chunk_id"].to_pylist(), repo_bm25(rows["keyword_text"])
+
+
+def test_each_repositorys_bm25_is_stored_by_the_writer_and_read_by_its_first_scoped_search(
+        built: tuple[Corpus, dict[str, Path]], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A repository's first scoped query reads its BM25 from the keywords table instead of fitting it (half its
+    time on the DEV corpus); the stored fit is the fit of its rows as committed, after a build and after a refresh
+    that changed them, and a corpus written without the table (or with a stale row) fits as before."""
+    from codesearch.corpus import keywords, source
+
+    c, repos = built
+    reader = corpus(Path(c.store.uri))
+
+    def fitted(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        raise AssertionError("fitted at query time")
+
+    def check(name: str) -> None:
+        ds = reader.store.open(KEYWORDS, reader.store.manifest().versions[KEYWORDS])
+        assert ds is not None
+        ids, stored = keywords.read_stored(ds, keywords.stored_rows(ds)[name])
+        fresh_ids, fresh = fresh_fit(reader, name)
+        assert ids.tolist() == fresh_ids
+        assert dict(stored.vocabulary_.items()) == dict(fresh.vocabulary_.items())
+        for mine, theirs in zip(stored.postings_, fresh.postings_):
+            assert np.array_equal(mine, theirs)
+        assert np.array_equal(stored.idf_, fresh.idf_) and stored.avgdl_ == fresh.avgdl_
+
+    expected = {q: [h.location for h in reader.search(q, k=5, repos="pyreq")] for q in QUERIES}
+    for name in repos:
+        check(name)
+    with monkeypatch.context() as patched:
+        patched.setattr(source, "repo_bm25", fitted)
+        fresh_reader = corpus(Path(c.store.uri))
+        assert {q: [h.location for h in fresh_reader.search(q, k=5, repos="pyreq")] for q in QUERIES} == expected
+    # A refresh that changes a repository's chunks stores its new fit (and leaves the other's row as it was).
+    before = reader.store.open(KEYWORDS, reader.store.manifest().versions[KEYWORDS])
+    assert before is not None
+    gochi_blob = before.read_blobs("bm25", addresses=[keywords.stored_rows(before)["gochi"]])[0][1]
+    (repos["pyreq"] / "src" / "requests" / "utils.py").write_text(UTILS.replace("super_len", "platypus_len"))
+    report = c.refresh()
+    assert report.keywords_s > 0
+    check("pyreq")
+    after = reader.store.open(KEYWORDS, reader.store.manifest().versions[KEYWORDS])
+    assert after is not None and after.count_rows() == 2
+    assert after.read_blobs("bm25", addresses=[keywords.stored_rows(after)["gochi"]])[0][1] == gochi_blob
+    with monkeypatch.context() as patched:
+        patched.setattr(source, "repo_bm25", fitted)
+        assert "platypus_len" in corpus(Path(c.store.uri)).search("platypus_len", k=1, repos="pyreq", mode="bm25")[0].text
+    # Without the table (a corpus written before it), the view fits from the rows' terms: the same answers.
+    manifest = c.store.manifest(fresh=True)
+    del manifest.versions[KEYWORDS]
+    c.store.write_manifest(manifest)
+    old = corpus(Path(c.store.uri))
+    expected = {q: [h.location for h in reader.search(q, k=5, repos="pyreq")] for q in QUERIES}
+    assert {q: [h.location for h in old.search(q, k=5, repos="pyreq")] for q in QUERIES} == expected
 
 
 def data_files(c: Corpus) -> set[str]:
@@ -665,3 +732,29 @@ def test_a_build_on_ray_writes_its_rows_and_makes_its_indexes_outside_the_driver
     assert ds is not None
     assert {"repo_idx", "chunk_id_idx", "def_names_idx", "keyword_text_idx"} <= {i["name"] for i in ds.list_indices()}
     assert c.search("super_len", k=3, repos=["pyreq"])[0].path.endswith("utils.py")
+
+
+def test_a_repository_bm25_fitted_from_stored_terms_is_the_single_index_fit_bit_for_bit() -> None:
+    """The vectorized fit of a view (Arrow's split, dictionary encoding and counts) numbers terms, counts them and
+    weighs them exactly as the builder a single index uses, on chunks of every shape: repeated terms, runs of
+    spaces, empty chunks, non-ASCII terms."""
+    from codesearch.corpus.keywords import repo_bm25
+    from codesearch.keyword import BM25Builder, code_tokens
+
+    texts = [" ".join(code_tokens(t)) for t in (SESSIONS, UTILS, ROUTER, MIDDLEWARE)]
+    texts += ["", "get get  get post", " leading and trailing ", "größe größe naïve", "post", "", "get"]
+    builder = BM25Builder()
+    for text in texts:
+        counts: dict[str, int] = {}
+        for term in text.split():
+            counts[term] = counts.get(term, 0) + 1
+        builder.add_counts(counts.keys(), counts.values())
+    expected = builder.fit()
+    for column in (pa.array(texts), pa.chunked_array([texts[:5], texts[5:]])):
+        fitted = repo_bm25(column)
+        assert dict(fitted.vocabulary_.items()) == dict(expected.vocabulary_.items())
+        for mine, theirs in zip(fitted.postings_, expected.postings_):
+            assert mine.dtype == theirs.dtype and np.array_equal(mine, theirs)
+        assert np.array_equal(fitted.idf_, expected.idf_) and np.array_equal(fitted.doc_len_, expected.doc_len_)
+        for query in ("get post", "session redirect", "größe", "nothing here"):
+            assert np.array_equal(fitted.score(query), expected.score(query))

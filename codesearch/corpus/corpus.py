@@ -33,10 +33,13 @@ from codesearch.corpus.build import (
 )
 from codesearch.corpus.changes import known_stats, stat_pass
 from codesearch.corpus.cluster import preflight, ray_session
+from codesearch.corpus.keywords import fit_keywords, read_stored, stored_rows
 from codesearch.corpus.schema import (
     CHUNKS,
     FILE_SCHEMA,
     FILES,
+    KEYWORD_SCHEMA,
+    KEYWORDS,
     CorpusManifest,
     RepoFacts,
     TierFacts,
@@ -90,6 +93,7 @@ class CorpusReport:
             handed out to the last one committed (the actors' start and model load included); ``optimize_s``:
             compaction and indexes (a Ray task when Ray ran); ``optimized``: whether they ran (a small refresh
             leaves its rows to the indexes' flat scan, :meth:`~codesearch.corpus.store.Writer.optimize`);
+            ``keywords_s``: fitting and storing the BM25 of the repositories whose chunks changed;
             ``cleanup_s``: removing old versions and a failed run's uncommitted files, ``cleaned_bytes`` of them
             (:meth:`~codesearch.corpus.store.Writer.cleanup`; only after a run that committed something).
         ray: whether Ray ran the work (false: done in this process, or nothing to do).
@@ -120,6 +124,7 @@ class CorpusReport:
     stream_s: float = 0.0
     optimize_s: float = 0.0
     optimized: bool = False
+    keywords_s: float = 0.0
     cleanup_s: float = 0.0
     cleaned_bytes: int = 0
     ray: bool = False
@@ -218,6 +223,7 @@ class Corpus:
         self._full: TextEmbedder | None = model if hasattr(model, "embed_query") else None  # type: ignore[assignment]
         self._views: OrderedDict[tuple[str, int], RepoView] = OrderedDict()
         self._files: dict[tuple[int, tuple[str, ...] | None], _FileSet] = {}
+        self._keyword_rows: tuple[int, dict[str, int]] = (-1, {})  # the keywords table's version, its rows
         self.last_report: CorpusReport | None = None
 
     # -- models -----------------------------------------------------------------------------
@@ -361,9 +367,10 @@ class Corpus:
             began, cpu_began = time.perf_counter(), cpu_seconds()
             schema = chunk_schema(spec.static_dim, spec.full_dim)
             has_full, always = manifest.full is not None, not refresh
+            touched: list[str] = []
             if work and here:
                 local = replace(spec, static=static, model=full if full is not None else spec.model)
-                self._stream(run_in_process(work, local), len(work), report, writer, schema)
+                touched = self._stream(run_in_process(work, local), len(work), report, writer, schema)
             elif work:
                 with ThreadPoolExecutor(1) as pool:
                     # A build's repositories are walked for their sizes while Ray starts (a refresh's are known).
@@ -374,13 +381,15 @@ class Corpus:
                             work = largest_first(work, sizes)
                         report.ray = True
                         report.actors = actors or int(ray.cluster_resources().get("CPU", 1))
-                        self._stream(run_pipeline(ray, bundles([(n, r) for n, r, _ in work], sizes), spec,
-                                                  report.actors), len(work), report, writer, schema)
+                        touched = self._stream(run_pipeline(ray, bundles([(n, r) for n, r, _ in work], sizes), spec,
+                                                            report.actors), len(work), report, writer, schema)
                         _pipeline_done(report, began, cpu_began)
                         self._optimize(report, writer, has_full, always, ray)
+                        self._fit_keywords(report, writer, touched, ray)
             if not report.ray:
                 _pipeline_done(report, began, cpu_began)
                 self._optimize(report, writer, has_full, always, None)
+                self._fit_keywords(report, writer, touched, None)
             for name, root in items:
                 manifest.repos.setdefault(name, RepoFacts(root=root)).root = root
             self._record(writer, manifest, items, tier)
@@ -414,6 +423,25 @@ class Corpus:
             writer.versions.update(versions)
         report.optimize_s = round(time.perf_counter() - began, 3)
 
+    def _fit_keywords(self, report: CorpusReport, writer: Writer, repos: list[str], ray: Any) -> None:
+        """Fit the BM25 of each repository whose chunks changed on its rows as committed, and commit the fits to the
+        keywords table (:func:`~codesearch.corpus.keywords.fit_keywords`), replacing their old ones: in Ray tasks,
+        a share of the repositories per actor, when Ray runs (each fit reads its repository's terms again)."""
+        if not repos:
+            return
+        began = time.perf_counter()
+        store, version = self.store, writer.versions[CHUNKS]
+        if ray is None:
+            fragments = fit_keywords(store.uri, store.storage_options, version, repos)
+        else:
+            task = ray.remote(num_cpus=1)(fit_keywords)
+            shares = [repos[i::max(1, report.actors)] for i in range(min(max(1, report.actors), len(repos)))]
+            fragments = [f for part in ray.get([task.remote(store.uri, store.storage_options, version, share)
+                                                for share in shares]) for f in part]
+        writer.delete(KEYWORDS, sql_in("repo", repos))
+        writer.append(KEYWORDS, fragments, KEYWORD_SCHEMA)
+        report.keywords_s = round(time.perf_counter() - began, 3)
+
     def _plan(self, items: list[tuple[str, str]], spec: WorkerSpec, writer: Writer, manifest: CorpusManifest,
               tier: Tier, ray_address: str | None, report: CorpusReport) -> tuple[list[WorkItem], dict[str, int], bool]:
         """The repositories a refresh must run, each with its walk, their bytes to read, and whether they are small
@@ -441,10 +469,12 @@ class Corpus:
         return work, sizes, here
 
     def _stream(self, results: Iterable[RepoResult], total: int, report: CorpusReport, writer: Writer,
-                schema: pa.Schema) -> None:
-        """Commit each repository of ``results`` to the tables as it is finished, ``FLUSH_ROWS`` rows at a time."""
+                schema: pa.Schema) -> list[str]:
+        """Commit each repository of ``results`` to the tables as it is finished, ``FLUSH_ROWS`` rows at a time;
+        the repositories whose chunks changed."""
         from tqdm.auto import tqdm
 
+        touched: list[str] = []
         done: list[RepoResult] = []
         buffered = 0
         bar = tqdm(total=total, desc="repositories", unit="repo", disable=not self.progress)
@@ -453,6 +483,8 @@ class Corpus:
             for result in results:
                 done.append(result)
                 payload = result.payload
+                if payload["inserted"] or payload["delete_ids"]:
+                    touched.append(result.repo)
                 buffered += payload["inserted"] + payload["updated"]
                 report.inserted += payload["inserted"]
                 report.updated += payload["updated"]
@@ -478,6 +510,7 @@ class Corpus:
             report.driver_stream_cpu_s = round(cpu_seconds() - cpu_began, 3)
         finally:
             bar.close()
+        return touched
 
     def _record(self, writer: Writer, manifest: CorpusManifest, items: list[tuple[str, str]], tier: Tier) -> None:
         """Each repository's counts of text files and chunks, from the files table as this run left it (binary
@@ -585,11 +618,26 @@ class Corpus:
             return found
         chunks = self.store.open(CHUNKS, version)
         assert chunks is not None
-        columns = ["chunk_id", "path", "start_line", "end_line", "ordinal", "kind", "symbols", "keyword_text", "read",
-                   "static_vector", "vector"]
-        rows = chunks.to_table(columns=columns, filter=f"repo = {sql_string(repo)}")
+        in_repo = f"repo = {sql_string(repo)}"
+        keywords = None
+        if version == manifest.versions[CHUNKS] and KEYWORDS in manifest.versions:
+            table = self.store.open(KEYWORDS, manifest.versions[KEYWORDS])
+            assert table is not None
+            if self._keyword_rows[0] != table.version:
+                self._keyword_rows = (table.version, stored_rows(table))
+            address = self._keyword_rows[1].get(repo)
+            keywords = read_stored(table, address) if address is not None else None
+        columns = ["chunk_id", "path", "start_line", "end_line", "ordinal", "kind", "symbols", "read", "static_vector",
+                   "vector"]
         full_dim = manifest.full.dim if manifest.full else _catalogue_dim(self.model)
-        view = self._views[key] = RepoView(repo, rows, manifest.static.dim, full_dim)
+        try:
+            # Fitted by the writer: the rows' terms are not read (a corpus written before it fits them here).
+            view = RepoView(repo, chunks.to_table(columns=columns if keywords else [*columns, "keyword_text"],
+                                                  filter=in_repo), manifest.static.dim, full_dim, keywords)
+        except LookupError:
+            view = RepoView(repo, chunks.to_table(columns=[*columns, "keyword_text"], filter=in_repo),
+                            manifest.static.dim, full_dim)
+        self._views[key] = view
         while sum(v.nbytes for v in self._views.values()) > VIEW_CACHE_BYTES and len(self._views) > 1:
             self._views.popitem(last=False)
         return view
@@ -608,16 +656,10 @@ class Corpus:
         ranked = view.rank(query, mode, tier, vector, self.ranking, k, mask)
         chunks = self.store.open(CHUNKS, version)
         assert chunks is not None
-        texts = self._texts(chunks, [int(view.ids[i]) for i, _ in ranked])
+        texts = view.text_of(chunks, [i for i, _ in ranked])
         return [Hit(view.paths[int(view.file_of[i])], int(view.start[i]), int(view.end[i]), float(score),
-                    view.kinds[i], texts.get(int(view.ids[i]), ""), tuple(view.symbols[i] or ()), repo=repo)
-                for i, score in ranked]
-
-    def _texts(self, chunks: Any, ids: list[int]) -> dict[int, str]:
-        if not ids:
-            return {}
-        table = chunks.to_table(columns=["chunk_id", "text"], filter=sql_in("chunk_id", ids))
-        return dict(zip(table["chunk_id"].to_pylist(), table["text"].to_pylist()))
+                    view.kinds[i], text, tuple(view.symbols[i] or ()), repo=repo)
+                for (i, score), text in zip(ranked, texts)]
 
     def _file_set(self, manifest: CorpusManifest, repos: list[str] | None) -> _FileSet:
         """The files (with chunks) of ``repos`` (``None``: all), numbered; cached per files-table version."""

@@ -1,6 +1,6 @@
 """What a corpus stores: the Arrow schemas of its Lance tables, chunk ids, repository names and its manifest.
 
-A corpus is a folder (or an ``s3://`` / ``gs://`` prefix) holding two Lance
+A corpus is a folder (or an ``s3://`` / ``gs://`` prefix) holding three Lance
 datasets and one JSON file:
 
 - ``chunks.lance``: one row per chunk of every repository: where it is
@@ -10,10 +10,13 @@ datasets and one JSON file:
 - ``files.lance``: one row per text file of every repository, with its
   sha256, size and mtime: the manifest a refresh compares the disk with
   (by stats first, by hash where the stats differ or are unknown);
+- ``keywords.lance``: one row per repository: its BM25 fitted on its chunks
+  (:data:`KEYWORD_SCHEMA`), so that a search scoped to it does not fit it
+  again (a corpus written before this table fits it on first need);
 - ``corpus.json`` (:class:`CorpusManifest`): the models and their
   fingerprints, every repository's facts, and the version of each dataset
   that is the corpus now. Readers open the datasets at those versions, and a
-  writer replaces the file only after both datasets are committed, so a run
+  writer replaces the file only after every dataset is committed, so a run
   killed half-way leaves the previous corpus whole (old or new, never a mix).
 
 A chunk's id is content-addressed (its repository, path, lines and the
@@ -37,6 +40,8 @@ FORMAT_VERSION = 1
 MANIFEST_FILE = "corpus.json"
 CHUNKS = "chunks.lance"
 FILES = "files.lance"
+KEYWORDS = "keywords.lance"
+DATASETS = (CHUNKS, FILES, KEYWORDS)
 
 PRIMARY_KEY = {b"lance-schema:unenforced-primary-key": b"true"}
 """Lance detects concurrent inserts of the same key only for a column marked so (lance#4585, PR #5633)."""
@@ -130,6 +135,16 @@ gave (``chunks`` null: binary by its content, recorded so that a refresh knows i
 by a codesearch before the column (the writer adds it to such a table,
 :meth:`codesearch.corpus.store.CorpusStore.writer`); such a file is hashed."""
 
+KEYWORD_SCHEMA = pa.schema([
+    pa.field("repo", pa.string(), nullable=False),
+    pa.field("bm25", pa.large_binary(), nullable=False, metadata={"lance-encoding:blob": "true"}),
+])
+"""The keywords table: per repository, the BM25 fitted on its chunks in the order a single index holds them (the
+arrays of :meth:`~codesearch.keyword.BM25.to_arrays` and ``chunk_ids``, the chunks' ids in that order, packed by
+:func:`codesearch.corpus.keywords.keyword_row`).
+Stored as a Lance blob, read whole by its row's address: 1-1.6 ms for 0.6-2.6 MB, against 2-7 ms as a plain
+binary column (measured on the 18 DEV repositories)."""
+
 
 @dataclass
 class TierFacts:
@@ -192,5 +207,6 @@ class CorpusManifest:
                    updated=data.get("updated", ""))
 
 
-__all__ = ["CHUNKS", "FILES", "FILE_SCHEMA", "FORMAT", "FORMAT_VERSION", "MANIFEST_FILE", "PRIMARY_KEY", "CorpusManifest",
-           "RepoFacts", "TierFacts", "check_repo_name", "chunk_id", "chunk_schema", "sql_in", "sql_string"]
+__all__ = ["CHUNKS", "DATASETS", "FILES", "FILE_SCHEMA", "FORMAT", "FORMAT_VERSION", "KEYWORDS", "KEYWORD_SCHEMA",
+           "MANIFEST_FILE", "PRIMARY_KEY", "CorpusManifest", "RepoFacts", "TierFacts", "check_repo_name", "chunk_id",
+           "chunk_schema", "sql_in", "sql_string"]

@@ -17,8 +17,9 @@ and data files a failed or killed run wrote but never committed.
 
 ``CODESEARCH_CORPUS_KILL_AT`` makes the writer kill its own process with SIGKILL
 right after the commit it names (``chunks-append``, ``chunks-delete``,
-``chunks-merge``, ``files-merge``, ``files-delete`` or ``manifest``): how the
-tests kill a build or refresh at a chosen point.
+``chunks-merge``, ``files-merge``, ``files-delete``, ``keywords-delete``,
+``keywords-append`` or ``manifest``): how the tests kill a build or refresh at a
+chosen point.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from codesearch.corpus.schema import CHUNKS, FILE_SCHEMA, FILES, MANIFEST_FILE, CorpusManifest
+from codesearch.corpus.schema import CHUNKS, DATASETS, FILE_SCHEMA, FILES, MANIFEST_FILE, CorpusManifest
 from codesearch.exceptions import CorpusNotFoundError, IndexLockedError
 
 if TYPE_CHECKING:
@@ -138,7 +139,7 @@ class CorpusStore:
             return
         folder = Path(self._root)
         # What a first build that failed or was killed before its manifest leaves: the writer removes it.
-        ours = {".writer.lock", CHUNKS, FILES}
+        ours = {".writer.lock", *DATASETS}
         if folder.exists() and (not folder.is_dir() or any(
                 p.name not in ours and not (p.name.startswith(f".{MANIFEST_FILE}.") and p.name.endswith(".tmp"))
                 for p in folder.iterdir())):
@@ -185,8 +186,9 @@ class CorpusStore:
 
     # -- datasets ----------------------------------------------------------------------
 
-    def open(self, name: str, version: int | None) -> lance.LanceDataset | None:
-        """Dataset ``name`` at ``version`` (``None``: there is none yet), opened once per version.
+    def open(self, name: str, version: int | None, cached: bool = True) -> lance.LanceDataset | None:
+        """Dataset ``name`` at ``version`` (``None``: there is none yet), opened once per version (``cached``; a
+        writer changing it opens its own handle, which Lance moves to the version it commits).
 
         A version never changes, and the handle keeps Lance's caches (index
         partitions, metadata) warm: opened anew per query, the 1M-row corpus's
@@ -196,6 +198,8 @@ class CorpusStore:
 
         if version is None:
             return None
+        if not cached:
+            return lance.dataset(self.table_uri(name), version=version, storage_options=self.storage_options or None)
         key = (name, version)
         found = self._opened.get(key)
         if found is None:
@@ -235,7 +239,7 @@ class CorpusStore:
         try:
             pinned = self.manifest(fresh=True).versions if self.exists() else {}
             current = {}
-            for name in (CHUNKS, FILES):
+            for name in DATASETS:
                 self._roll_back(name, pinned.get(name))
                 if name == FILES and name in pinned:
                     self._add_file_columns()
@@ -299,11 +303,11 @@ class Writer:
         self.store = store
         self.pinned = dict(pinned)
         self.versions = dict(pinned)
-        self.rows_written = {CHUNKS: 0, FILES: 0}
-        self.rows_deleted = {CHUNKS: 0, FILES: 0}
+        self.rows_written = dict.fromkeys(DATASETS, 0)
+        self.rows_deleted = dict.fromkeys(DATASETS, 0)
 
-    def _dataset(self, name: str) -> lance.LanceDataset | None:
-        return self.store.open(name, self.versions.get(name))
+    def _dataset(self, name: str, cached: bool = True) -> lance.LanceDataset | None:
+        return self.store.open(name, self.versions.get(name), cached)
 
     def read(self, name: str, columns: list[str], where: str) -> pa.Table:
         """Rows of dataset ``name`` as this run has it so far (empty when it does not exist yet)."""
@@ -325,7 +329,7 @@ class Writer:
         if not rows.num_rows:
             self.delete(name, delete_where)
             return
-        ds = self._dataset(name)
+        ds = self._dataset(name, cached=False)
         if ds is None:
             ds = lance.write_dataset(rows, self.store.table_uri(name), schema=rows.schema, mode="create",
                                      storage_options=self.store.storage_options or None)
@@ -363,7 +367,7 @@ class Writer:
 
     def delete(self, name: str, where: str | None) -> None:
         """Delete the rows of dataset ``name`` that ``where`` selects: one commit, when there are any."""
-        ds = self._dataset(name)
+        ds = self._dataset(name, cached=False)
         if ds is None or not where:
             return
         before = ds.count_rows()
@@ -385,7 +389,7 @@ class Writer:
 
         Returns whether it compacted and indexed.
         """
-        ds = self._dataset(CHUNKS)
+        ds = self._dataset(CHUNKS, cached=False)
         if ds is None:
             return False
         if not always and _within_share(ds) and not _indexes_to_make(ds, has_full, outgrown=False):
@@ -430,7 +434,7 @@ class Writer:
         from datetime import timedelta
 
         removed = 0
-        for name in (CHUNKS, FILES):
+        for name in DATASETS:
             ds = self.store.latest(name)
             if ds is not None:
                 keep = timedelta(seconds=KEEP_VERSIONS_S if older_than_s is None else older_than_s)
