@@ -758,3 +758,40 @@ def test_a_repository_bm25_fitted_from_stored_terms_is_the_single_index_fit_bit_
         assert np.array_equal(fitted.idf_, expected.idf_) and np.array_equal(fitted.doc_len_, expected.doc_len_)
         for query in ("get post", "session redirect", "größe", "nothing here"):
             assert np.array_equal(fitted.score(query), expected.score(query))
+
+
+def _block(*records: tuple[str, str | None, dict[str, Any] | None, int]) -> pa.Table:
+    """Output rows as the actors yield them: (record, repo, payload, how many such rows)."""
+    rows = [{"repo": repo, "record": record, "payload": json.dumps(payload) if payload is not None else None,
+             "chunk_id": n} for record, repo, payload, count in records for n in range(count)]
+    return pa.Table.from_pylist(rows, schema=pa.schema([("repo", pa.string()), ("record", pa.string()),
+                                                        ("payload", pa.string()), ("chunk_id", pa.int64())]))
+
+
+def _done(repo: str, inserted: int, updated: int = 0) -> tuple[str, str, dict[str, Any], int]:
+    return ("done", repo, {"repo": repo, "inserted": inserted, "updated": updated}, 1)
+
+
+def test_the_driver_hands_out_each_repository_once_its_rows_arrived_from_interleaved_actors() -> None:
+    """Two actors' outputs interleaved (as Ray Data streams them): a repository is handed out when its done row has
+    come and the fragments and update rows hold exactly the rows it reported; every fragment goes out with some
+    repository before the end; a lost block or an output cut short is an error, never a partial commit."""
+    from codesearch.corpus.build import results
+
+    one = [_block(("fragments", None, {"fragments": ["f1"], "rows": {"a": 3, "b": 2}}, 1)),
+           _block(_done("a", 3), _done("b", 2)),
+           _block(("fragments", None, {"fragments": ["f3"], "rows": {"d": 4}}, 1), _done("d", 4))]
+    two = [_block(("update", "c", None, 2)),
+           _block(("fragments", None, {"fragments": ["f2"], "rows": {"c": 1}}, 1)),
+           _block(_done("c", 1, updated=2))]
+    interleaved = [one[0], two[0], one[1], two[1], one[2], two[2]]
+    out = list(results(interleaved))
+    assert [r.repo for r in out] == ["a", "b", "d", "c"]
+    assert [r.fragments for r in out] == [["f1"], [], ["f2", "f3"], []]
+    assert [sum(t.num_rows for t in r.updates) for r in out] == [0, 0, 0, 2]
+    # c's done row before its update rows came would be short of rows: not handed out, an error.
+    with pytest.raises(RuntimeError, match="lost rows of c"):
+        list(results([two[1], two[2]]))
+    # An output that stops after a fragment (an actor died after writing it) leaves it unclaimed: an error.
+    with pytest.raises(RuntimeError, match="ended before"):
+        list(results([one[0], one[1], two[1]]))
