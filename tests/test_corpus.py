@@ -795,3 +795,19 @@ def test_the_driver_hands_out_each_repository_once_its_rows_arrived_from_interle
     # An output that stops after a fragment (an actor died after writing it) leaves it unclaimed: an error.
     with pytest.raises(RuntimeError, match="ended before"):
         list(results([one[0], one[1], two[1]]))
+
+
+def test_a_repository_without_chunks_answers_nothing_scoped_and_org_wide(ray_cluster, repos: dict[str, Path],  # type: ignore[no-untyped-def]
+                                                                         tmp_path: Path) -> None:
+    """A repository of binary files alone (or emptied by a refresh) has no chunk and no BM25: searched alone it
+    answers nothing, never an error; with the others it takes no place."""
+    blobs = tmp_path / "blobs"
+    blobs.mkdir()
+    (blobs / "logo.bin").write_bytes(b"\x00\x01\x02 binary\n" * 10)
+    age(blobs)
+    c = corpus(tmp_path / "store")
+    c.build([str(repos["pyreq"]), str(blobs)])
+    assert c.status()["repositories"]["blobs"]["chunks"] == 0
+    assert c.search("super_len", k=5, repos="blobs") == []
+    assert c.search("super_len", k=5, repos=["blobs"], mode="bm25") == []
+    assert {h.repo for h in c.search("super_len", k=5)} == {"pyreq"}

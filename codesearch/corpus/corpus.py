@@ -627,16 +627,18 @@ class Corpus:
                 self._keyword_rows = (table.version, stored_rows(table))
             address = self._keyword_rows[1].get(repo)
             keywords = read_stored(table, address) if address is not None else None
-        columns = ["chunk_id", "path", "start_line", "end_line", "ordinal", "kind", "symbols", "read", "static_vector",
-                   "vector"]
+        # The transformer's vectors are read when a query of that tier first comes.
+        columns = ["chunk_id", "path", "start_line", "end_line", "ordinal", "kind", "symbols", "read", "static_vector"]
         full_dim = manifest.full.dim if manifest.full else _catalogue_dim(self.model)
+        has_full = manifest.repos[repo].tier == FULL
         try:
             # Fitted by the writer: the rows' terms are not read (a corpus written before it fits them here).
             view = RepoView(repo, chunks.to_table(columns=columns if keywords else [*columns, "keyword_text"],
-                                                  filter=in_repo), manifest.static.dim, full_dim, keywords)
+                                                  filter=in_repo), manifest.static.dim, full_dim, keywords, chunks,
+                            has_full)
         except LookupError:
             view = RepoView(repo, chunks.to_table(columns=[*columns, "keyword_text"], filter=in_repo),
-                            manifest.static.dim, full_dim)
+                            manifest.static.dim, full_dim, None, chunks, has_full)
         self._views[key] = view
         while sum(v.nbytes for v in self._views.values()) > VIEW_CACHE_BYTES and len(self._views) > 1:
             self._views.popitem(last=False)
@@ -644,6 +646,8 @@ class Corpus:
 
     def _search_one(self, manifest: CorpusManifest, repo: str, version: int, query: str, k: int, mode: Mode,
                     where: Scope, tier: Tier | None) -> list[Hit]:
+        if not manifest.repos[repo].chunks:
+            return []  # nothing to rank (a repository of binary files alone, or emptied)
         view = self.view(repo, version)
         mask = view.scope_mask(where)
         vector = None
@@ -654,9 +658,7 @@ class Corpus:
             self._check_model(manifest, [tier])
             vector = self._query_vector(tier, query)
         ranked = view.rank(query, mode, tier, vector, self.ranking, k, mask)
-        chunks = self.store.open(CHUNKS, version)
-        assert chunks is not None
-        texts = view.text_of(chunks, [i for i, _ in ranked])
+        texts = view.text_of([i for i, _ in ranked])
         return [Hit(view.paths[int(view.file_of[i])], int(view.start[i]), int(view.end[i]), float(score),
                     view.kinds[i], text, tuple(view.symbols[i] or ()), repo=repo)
                 for (i, score), text in zip(ranked, texts)]

@@ -91,14 +91,20 @@ class RepoView:
         static_dim, full_dim: the vector sizes (for a repository with no row of a tier's vectors).
         keywords: its stored BM25 fit (:func:`~codesearch.corpus.keywords.stored_bm25`): its chunk ids in order and
             the fit; used when they are the ids of ``rows``, else the fit is made from ``rows``' ``keyword_text``.
+        chunks: the chunks table at the version ``rows`` come from, to read later what they lack: the transformer's
+            vectors (``vector``, read when a query of that tier first comes; ``has_full``: whether the repository
+            has them) and the texts (:meth:`text_of`).
 
     Raises:
         LookupError: ``keywords`` is not the fit of ``rows`` and ``rows`` has no ``keyword_text`` to fit.
     """
 
     def __init__(self, repo: str, rows: pa.Table, static_dim: int, full_dim: int,
-                 keywords: tuple[np.ndarray, BM25] | None = None) -> None:
+                 keywords: tuple[np.ndarray, BM25] | None = None, chunks: lance.LanceDataset | None = None,
+                 has_full: bool = False) -> None:
         self.repo = repo
+        self._chunks = chunks
+        self._full_dim = full_dim
         rows = rows.take(view_order(rows))
         self.ids = np.asarray(rows["chunk_id"].to_numpy(), dtype=np.int64)
         if keywords is not None and np.array_equal(keywords[0], self.ids):
@@ -126,8 +132,11 @@ class RepoView:
         self.facts = IndexFacts.from_columns(files, file_of, SymbolScan(self.symbols))
         self.read = np.asarray(rows["read"].to_numpy(zero_copy_only=False), dtype=bool)
         self.vectors: dict[Tier, np.ndarray] = {STATIC: _matrix(rows["static_vector"], static_dim)}
-        if rows["vector"].null_count < len(rows):
-            self.vectors[FULL] = _matrix(rows["vector"], full_dim)
+        self._has_full = has_full
+        if "vector" in rows.column_names:
+            self._has_full = rows["vector"].null_count < len(rows)
+            if self._has_full:
+                self.vectors[FULL] = _matrix(rows["vector"], full_dim)
         self._file_kind = [self.kinds[int(np.searchsorted(file_of, n))] for n in range(len(files))]
 
     def __len__(self) -> int:
@@ -138,22 +147,28 @@ class RepoView:
         texts = self.texts.nbytes if self.texts is not None else 0
         return sum(v.nbytes for v in self.vectors.values()) + self.bm25.postings_.data.nbytes * 2 + texts
 
-    def text_of(self, chunks: lance.LanceDataset, rows: list[int]) -> list[str]:
-        """The texts of chunks ``rows`` from ``chunks`` (the table at the view's version): the first query reads its
-        hits' alone; a second reads the repository's texts once (a view opened for one query does not pay them, a
-        view queried again answers from memory: 4 ms a query less, measured at 10k chunks)."""
+    def _column(self, name: str) -> pa.Array:
+        """Column ``name`` of the repository's rows, in the view's order."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        assert self._chunks is not None
+        table = self._chunks.to_table(columns=["chunk_id", name], filter=f"repo = {sql_string(self.repo)}")
+        return table[name].take(pc.index_in(pa.array(self.ids), value_set=table["chunk_id"])).combine_chunks()
+
+    def text_of(self, rows: list[int]) -> list[str]:
+        """The texts of chunks ``rows``: the first query reads its hits' alone; a second reads the repository's
+        texts once (a view opened for one query does not pay them, a view queried again answers from memory: 4 ms
+        a query less, measured at 10k chunks)."""
         self._queries += 1
         if self.texts is None and self._queries > 1:
-            import pyarrow as pa
-            import pyarrow.compute as pc
-
-            table = chunks.to_table(columns=["chunk_id", "text"], filter=f"repo = {sql_string(self.repo)}")
-            self.texts = table["text"].take(pc.index_in(pa.array(self.ids), value_set=table["chunk_id"])).combine_chunks()
+            self.texts = self._column("text")
         if self.texts is None:
+            assert self._chunks is not None
             ids = [int(self.ids[i]) for i in rows]
             if not ids:
                 return []
-            table = chunks.to_table(columns=["chunk_id", "text"], filter=sql_in("chunk_id", ids))
+            table = self._chunks.to_table(columns=["chunk_id", "text"], filter=sql_in("chunk_id", ids))
             found = dict(zip(table["chunk_id"].to_pylist(), table["text"].to_pylist()))
             return [found.get(i) or "" for i in ids]
         return [self.texts[i].as_py() or "" for i in rows]
@@ -166,7 +181,7 @@ class RepoView:
 
     def tier_for(self, mask: np.ndarray | None) -> Tier:
         """The transformer's tier when it read a chunk in scope, else the static tier (as a single index answers)."""
-        if FULL not in self.vectors:
+        if not self._has_full:
             return STATIC
         read = self.read if mask is None else self.read & mask
         return FULL if read.any() else STATIC
@@ -174,6 +189,9 @@ class RepoView:
     def rank(self, query: str, mode: Mode, tier: Tier | None, query_vector: np.ndarray | None, ranking: Ranking, k: int,
              mask: np.ndarray | None) -> list[tuple[int, float]]:
         """The ``k`` best rows for ``query`` within ``mask``: every chunk scored, then the ranking pipeline."""
+        if tier == FULL and FULL not in self.vectors:
+            # Read when the transformer's tier is first asked for: the largest column, 4-18 ms at 1M chunks.
+            self.vectors[FULL] = _matrix(self._column("vector"), self._full_dim)
         return rank_exactly(query, mode, tier, query_vector, self.bm25, self.vectors,
                             None if self.read.all() else self.read, self.facts, ranking, k, mask)
 
