@@ -149,7 +149,8 @@ def test_a_symbol_scan_answers_every_name_as_the_whole_table_does() -> None:
     per_chunk: list[list[str] | None] = [
         ["Session.send", "Session", "send"], None, ["send"], ["impl fmt::Display for Foo"], ["(*Client).Do", "Do"],
         [], ["App\\Http\\Kernel::handle", "Kernel->boot"], ["Σ.ΑΣ", "ΑΣ", "(*ΑΣ).Do"], ["İstanbul.Ölç"], ["()"], ["*ptr&"],
-        ["HTTPAdapter.send", "HTTPAdapter.build_response"], ["Foo#bar", "foo:bar"], ["sendall", "resend"]]
+        ["HTTPAdapter.send", "HTTPAdapter.build_response"], ["Foo#bar", "foo:bar"], ["sendall", "resend"],
+        ["impl Foo for (A,\n B)"], ["alpha"], ["beta"], ["gamma"]]
     whole = SymbolTable.build((i, s) for i, s in enumerate(per_chunk) if s)
     scan = SymbolScan(per_chunk)
     names = whole.names.tolist()
@@ -158,6 +159,7 @@ def test_a_symbol_scan_answers_every_name_as_the_whole_table_does() -> None:
         assert scan.get(name) == whole.get(name), name
         assert (name in scan) == (name in whole), name
     assert [d.chunk for d in scan.get("send")] == [0, 2, 11]
+    assert [d.chunk for d in scan.get("gamma")] == [17]  # after a symbol written over two lines
 
 
 def test_candidates_keep_only_positive_keyword_scores_and_respect_the_mask() -> None:

@@ -206,7 +206,7 @@ class SymbolScan:
     as a substring of every symbol at once (lowercased, Go's pointer receivers
     undecorated, as :func:`definition_names` writes them), and only the symbols
     that hold it, or any character beyond ASCII (whose lowercase may read
-    otherwise alone), are split: :meth:`get` returns what
+    otherwise alone) or a newline, are split: :meth:`get` returns what
     ``SymbolTable.build(symbols).get(name)`` returns.
 
     Args:
@@ -226,11 +226,17 @@ class SymbolScan:
                 chunk_of.extend([chunk] * len(names))
                 texts.extend(names)
         self._chunk_of, self._texts = chunk_of, texts
-        # One line per symbol; "(*", ")" and "(" hold no newline, so removing them never joins two lines.
-        joined = "\n".join(texts).lower().replace("(*", "").replace(")", "").replace("(", "")
+        # One line per symbol ("(*", ")" and "(" hold no newline, so removing them never joins two lines). A symbol
+        # written over lines (a Rust impl for a tuple type) is searched with spaces for its newlines, and always split.
+        joined = "\n".join(texts)
+        over_lines: list[int] = []
+        if joined.count("\n") != max(len(texts) - 1, 0):
+            over_lines = [i for i, text in enumerate(texts) if "\n" in text]
+            joined = "\n".join(text.replace("\n", " ") for text in texts)
+        joined = joined.lower().replace("(*", "").replace(")", "").replace("(", "")
         lines = joined.split("\n")
         self._starts = np.cumsum([0] + [len(line) + 1 for line in lines[:-1]]).tolist() if texts else []
-        self._beyond_ascii = [i for i, text in enumerate(texts) if not text.isascii()]
+        self._always = [i for i, text in enumerate(texts) if not text.isascii()] + over_lines
         self._joined = joined
 
     def get(self, lower: str) -> list[Definition]:
@@ -242,7 +248,7 @@ class SymbolScan:
             self._prepare()
         joined, starts = self._joined, self._starts
         assert joined is not None
-        holding = set(self._beyond_ascii) if lower else set(range(len(self._texts)))
+        holding = set(self._always) if lower else set(range(len(self._texts)))
         at = joined.find(lower) if lower else -1
         while at >= 0:
             line = bisect_right(starts, at) - 1
