@@ -491,13 +491,16 @@ def test_a_finished_run_removes_a_failed_runs_files_and_old_versions(
     orphans = data_files(c) - before
     assert orphans
     monkeypatch.setattr(corpus_store, "KEEP_VERSIONS_S", 0.0)
+    previous = c.store.manifest().versions
     report = c.refresh()
     assert report.inserted and report.cleaned_bytes > 0
     assert not orphans & data_files(c)
+    # Left: the versions this manifest names and those the previous one named (a reader may still read them).
     pinned = c.store.manifest().versions
-    for name in (CHUNKS, FILES):
+    for name in (CHUNKS, FILES, KEYWORDS):
         ds = c.store.latest(name)
-        assert ds is not None and [v["version"] for v in ds.versions()] == [pinned[name]]
+        assert ds is not None and {v["version"] for v in ds.versions()} == {pinned[name], previous[name]}
+        assert ds.checkout_version(previous[name]).count_rows() > 0
     assert "quokka_len" in corpus(Path(c.store.uri)).search("quokka_len", k=1, repos="pyreq", mode="bm25")[0].text
 
 
@@ -756,6 +759,10 @@ def test_a_repository_bm25_fitted_from_stored_terms_is_the_single_index_fit_bit_
         for mine, theirs in zip(fitted.postings_, expected.postings_):
             assert mine.dtype == theirs.dtype and np.array_equal(mine, theirs)
         assert np.array_equal(fitted.idf_, expected.idf_) and np.array_equal(fitted.doc_len_, expected.doc_len_)
+        stored, built = fitted.to_arrays(), expected.to_arrays()
+        assert stored.keys() == built.keys()
+        for key, array in built.items():
+            assert np.array_equal(stored[key], array), key
         for query in ("get post", "session redirect", "größe", "nothing here"):
             assert np.array_equal(fitted.score(query), expected.score(query))
 

@@ -8,6 +8,7 @@ no ranking logic: every search goes through :mod:`codesearch.ranking`.
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import time
@@ -57,6 +58,8 @@ from codesearch.files.walk import MAX_FILE_BYTES
 from codesearch.ranking import Ranking, resolve_ranking
 from codesearch.scope import Scope, as_strings
 from codesearch.types import FULL, STATIC, Hit, Mode, TextEmbedder, Tier, check_search
+
+logger = logging.getLogger(__name__)
 
 WorkItem = tuple[str, str, Listing | None]
 """A repository to run: its name, its folder, and its walk when the driver made one."""
@@ -397,7 +400,11 @@ class Corpus:
             self.store.write_manifest(manifest)
             if writer.versions != writer.pinned:
                 cleaning = time.perf_counter()
-                report.cleaned_bytes = writer.cleanup()
+                try:
+                    report.cleaned_bytes = writer.cleanup()
+                except OSError as exc:  # the run is committed; the next one cleans up
+                    logger.warning("codesearch: the corpus at %s is committed, but removing old versions failed: %s",
+                                   self.store.uri, exc)
                 report.cleanup_s = round(time.perf_counter() - cleaning, 3)
         report.file_rows = writer.rows_written[FILES] + writer.rows_deleted[FILES]
         report.files = sum(manifest.repos[name].files for name, _ in items)

@@ -11,9 +11,9 @@ committed, replaces the manifest. Concurrent ``merge_insert`` calls can
 duplicate rows in current Lance (lance#4585), so there is one writer: a lock
 file for a local store; for a bucket the caller runs one writer at a time.
 
-Once the manifest names the new versions the writer removes what no version
-kept for :data:`KEEP_VERSIONS_S` names (:meth:`Writer.cleanup`): older versions,
-and data files a failed or killed run wrote but never committed.
+Once the manifest names the new versions the writer removes the versions
+neither it nor the previous manifest names (:meth:`Writer.cleanup`), and data
+files a failed or killed run wrote but never committed.
 
 ``CODESEARCH_CORPUS_KILL_AT`` makes the writer kill its own process with SIGKILL
 right after the commit it names (``chunks-append``, ``chunks-delete``,
@@ -59,9 +59,9 @@ it compacts and folds them in. Compaction and the indexes' update cost seconds w
 UNINDEXED_FRAGMENTS = 32
 """Nor more than this many fragments outside an index (each refresh adds one or two; a query opens each)."""
 KEEP_VERSIONS_S = 3600.0
-"""A finished build or refresh removes dataset versions older than this (never the newest, which the manifest
-names): a reader that opened an older manifest has this long to finish. Lance keeps every version otherwise, and
-each compaction rewrites the table (a 1M-chunk store would grow by its size at every optimize)."""
+"""A finished build or refresh removes the dataset versions neither its manifest nor the previous one names once
+they are this old (:meth:`Writer.cleanup`). Lance keeps every version otherwise, and each compaction rewrites the
+table (a 1M-chunk store would grow by its size at every optimize)."""
 
 
 def _now() -> str:
@@ -423,23 +423,38 @@ class Writer:
         self.versions[CHUNKS] = ds.version
         return True
 
-    def cleanup(self, older_than_s: float | None = None) -> int:
-        """Remove versions older than ``older_than_s`` (default :data:`KEEP_VERSIONS_S`; never the newest: call it
-        once the manifest names the newest), and the data files no version names: what a failed or killed run wrote
-        and never committed, which Lance otherwise keeps for a week in case another writer is still at work (there
-        is one writer: the lock).
+    def cleanup(self, keep_s: float | None = None) -> int:
+        """Remove the versions no reader needs, and the data files no version names: what a failed or killed run
+        wrote and never committed, which Lance otherwise keeps for a week in case another writer is still at work
+        (there is one writer: the lock). Call it once the manifest names this run's versions.
+
+        Kept: the versions the manifest names now and those the previous manifest named (a reader that opened it
+        reads them until the next run), and any committed in the last ``keep_s`` seconds (default
+        :data:`KEEP_VERSIONS_S`). Lance's own ``older_than`` counts from a version's commit, so it would remove
+        the previous manifest's versions at once when the corpus had been idle for longer.
 
         Returns the bytes removed.
         """
-        from datetime import timedelta
+        from datetime import datetime, timedelta, timezone
 
+        grace = timedelta(seconds=KEEP_VERSIONS_S if keep_s is None else keep_s)
         removed = 0
         for name in DATASETS:
             ds = self.store.latest(name)
-            if ds is not None:
-                keep = timedelta(seconds=KEEP_VERSIONS_S if older_than_s is None else older_than_s)
-                stats = ds.cleanup_old_versions(older_than=keep, delete_unverified=True)
-                removed += int(stats.bytes_removed)
+            if ds is None:
+                continue
+            keep = {self.versions.get(name), self.pinned.get(name), ds.version}
+            old = []
+            for version in ds.versions():
+                when = version["timestamp"]
+                assert isinstance(when, datetime)
+                now = datetime.now(timezone.utc) if when.tzinfo else datetime.now()
+                if version["version"] not in keep and now - when >= grace:
+                    old.append(int(version["version"]))
+            # With no version to remove, a cleanup of versions older than ten years removes the uncommitted files.
+            stats = ds.cleanup_old_versions(versions=old, delete_unverified=True) if old else \
+                ds.cleanup_old_versions(older_than=timedelta(days=3650), delete_unverified=True)
+            removed += int(stats.bytes_removed)
         return removed
 
 

@@ -432,12 +432,12 @@ class BM25Builder:
         return fit_counts(dict(self.vocabulary), terms, counts, lengths, estimator)
 
 
-def fit_counts(vocabulary: dict[str, int], terms: np.ndarray, counts: np.ndarray, lengths: np.ndarray,
+def fit_counts(vocabulary: dict[str, int] | Vocabulary, terms: np.ndarray, counts: np.ndarray, lengths: np.ndarray,
                estimator: BM25 | None = None) -> BM25:
     """A fitted estimator (``estimator``'s parameters, else the defaults) from every document's term counts.
 
     Args:
-        vocabulary: term -> number, numbered ``0..n-1``.
+        vocabulary: term -> number, numbered ``0..n-1`` (a dict, or a :class:`Vocabulary` already made).
         terms: each document's distinct term numbers (int32), document after document.
         counts: their counts (int32).
         lengths: how many distinct terms each document has (int32), one entry per document.
@@ -449,7 +449,8 @@ def fit_counts(vocabulary: dict[str, int], terms: np.ndarray, counts: np.ndarray
     est._validate_params()
     if not vocabulary:
         raise ValueError(f"BM25.fit: the {len(lengths)} documents hold no word to index; pass non-empty texts")
-    est._set_state(Vocabulary(vocabulary), *_bm25_weights(terms, counts, lengths, len(vocabulary), est.k1, est.b,
+    words = vocabulary if isinstance(vocabulary, Vocabulary) else Vocabulary(vocabulary)
+    est._set_state(words, *_bm25_weights(terms, counts, lengths, len(vocabulary), est.k1, est.b,
                                                           est.epsilon))
     return est
 
