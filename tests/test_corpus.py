@@ -27,6 +27,7 @@ from conftest import SESSIONS, UTILS, HashingEmbedder
 
 from codesearch import CodeSearch
 from codesearch.corpus import Corpus
+from codesearch.corpus import corpus as corpus_module
 from codesearch.corpus import store as corpus_store
 from codesearch.corpus.schema import CHUNKS, FILES, KEYWORDS, chunk_schema
 from codesearch.corpus.store import KILL_ENV
@@ -432,6 +433,20 @@ def test_each_repositorys_bm25_is_stored_by_the_writer_and_read_by_its_first_sco
     with monkeypatch.context() as patched:
         patched.setattr(source, "repo_bm25", fitted)
         assert "platypus_len" in corpus(Path(c.store.uri)).search("platypus_len", k=1, repos="pyreq", mode="bm25")[0].text
+    # A stale row (the keywords table of the build, before the refresh), or one that cannot be read: fitted from
+    # the rows' terms, the same answers.
+    expected = {q: [(h.location, h.text) for h in reader.search(q, k=5, repos="pyreq")] for q in QUERIES}
+    assert all(text for hits in expected.values() for _, text in hits)
+    manifest = c.store.manifest(fresh=True)
+    manifest.versions[KEYWORDS] = before.version
+    c.store.write_manifest(manifest)
+    stale = corpus(Path(c.store.uri))
+    for _ in range(2):  # the second query of a view reads its texts whole
+        assert {q: [(h.location, h.text) for h in stale.search(q, k=5, repos="pyreq")] for q in QUERIES} == expected
+    with monkeypatch.context() as patched:
+        patched.setattr(corpus_module, "read_stored", lambda *a: (_ for _ in ()).throw(ValueError("damaged")))
+        damaged = corpus(Path(c.store.uri))
+        assert {q: [(h.location, h.text) for h in damaged.search(q, k=5, repos="pyreq")] for q in QUERIES} == expected
     # Without the table (a corpus written before it), the view fits from the rows' terms: the same answers.
     manifest = c.store.manifest(fresh=True)
     del manifest.versions[KEYWORDS]

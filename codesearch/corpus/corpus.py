@@ -49,10 +49,10 @@ from codesearch.corpus.schema import (
     sql_in,
     sql_string,
 )
-from codesearch.corpus.source import CorpusSource, RepoView, _FileSet
+from codesearch.corpus.source import CorpusSource, RepoView, StaleKeywords, _FileSet
 from codesearch.corpus.store import CorpusStore, Writer, optimize_store
 from codesearch.embedding.catalogue import DEFAULT_MODEL, ModelSpec, resolve_model
-from codesearch.exceptions import ModelMismatchError, RepositoryNotInCorpusError, RootNotFoundError
+from codesearch.exceptions import IndexCorruptError, ModelMismatchError, RepositoryNotInCorpusError, RootNotFoundError
 from codesearch.files.scan import Listing
 from codesearch.files.walk import MAX_FILE_BYTES
 from codesearch.ranking import Ranking, resolve_ranking
@@ -633,23 +633,33 @@ class Corpus:
             if self._keyword_rows[0] != table.version:
                 self._keyword_rows = (table.version, stored_rows(table))
             address = self._keyword_rows[1].get(repo)
-            keywords = read_stored(table, address) if address is not None else None
+            try:
+                keywords = read_stored(table, address) if address is not None else None
+            except (IndexCorruptError, ValueError, KeyError, OSError) as exc:  # fitted from the terms instead
+                logger.warning("codesearch: the stored keywords of %r cannot be read (%s); fitting them", repo, exc)
         # The transformer's vectors are read when a query of that tier first comes.
         columns = ["chunk_id", "path", "start_line", "end_line", "ordinal", "kind", "symbols", "read", "static_vector"]
         full_dim = manifest.full.dim if manifest.full else _catalogue_dim(self.model)
-        has_full = manifest.repos[repo].tier == FULL
+
+        def made(with_terms: bool) -> RepoView:
+            rows = chunks.to_table(columns=[*columns, "keyword_text"] if with_terms else columns, filter=in_repo)
+            return RepoView(repo, rows, manifest.static.dim, full_dim, keywords if not with_terms else None, chunks,
+                            manifest.repos[repo].tier == FULL)
+
         try:
             # Fitted by the writer: the rows' terms are not read (a corpus written before it fits them here).
-            view = RepoView(repo, chunks.to_table(columns=columns if keywords else [*columns, "keyword_text"],
-                                                  filter=in_repo), manifest.static.dim, full_dim, keywords, chunks,
-                            has_full)
-        except LookupError:
-            view = RepoView(repo, chunks.to_table(columns=[*columns, "keyword_text"], filter=in_repo),
-                            manifest.static.dim, full_dim, None, chunks, has_full)
+            view = made(with_terms=keywords is None)
+        except StaleKeywords:
+            view = made(with_terms=True)
         self._views[key] = view
+        self._trim()
+        return view
+
+    def _trim(self) -> None:
+        """Drop the least recently used views past :data:`VIEW_CACHE_BYTES` (views grow as their texts and the
+        transformer's vectors are read, so this runs after every scoped search too)."""
         while sum(v.nbytes for v in self._views.values()) > VIEW_CACHE_BYTES and len(self._views) > 1:
             self._views.popitem(last=False)
-        return view
 
     def _search_one(self, manifest: CorpusManifest, repo: str, version: int, query: str, k: int, mode: Mode,
                     where: Scope, tier: Tier | None) -> list[Hit]:
@@ -666,6 +676,7 @@ class Corpus:
             vector = self._query_vector(tier, query)
         ranked = view.rank(query, mode, tier, vector, self.ranking, k, mask)
         texts = view.text_of([i for i, _ in ranked])
+        self._trim()
         return [Hit(view.paths[int(view.file_of[i])], int(view.start[i]), int(view.end[i]), float(score),
                     view.kinds[i], text, tuple(view.symbols[i] or ()), repo=repo)
                 for (i, score), text in zip(ranked, texts)]

@@ -82,6 +82,10 @@ def _and(parts: Iterable[str | None]) -> str | None:
 # -- one repository ------------------------------------------------------------------------
 
 
+class StaleKeywords(Exception):
+    """A repository's stored BM25 fit is not that of the rows read (read its terms and fit them)."""
+
+
 class RepoView:
     """One repository of a corpus, in memory as a single index of it would be.
 
@@ -96,7 +100,7 @@ class RepoView:
             has them) and the texts (:meth:`text_of`).
 
     Raises:
-        LookupError: ``keywords`` is not the fit of ``rows`` and ``rows`` has no ``keyword_text`` to fit.
+        StaleKeywords: ``keywords`` is not the fit of ``rows`` and ``rows`` has no ``keyword_text`` to fit.
     """
 
     def __init__(self, repo: str, rows: pa.Table, static_dim: int, full_dim: int,
@@ -112,7 +116,7 @@ class RepoView:
         elif "keyword_text" in rows.column_names:
             self.bm25 = repo_bm25(rows["keyword_text"])
         else:
-            raise LookupError(f"the stored keywords of {repo!r} are not those of its chunks")
+            raise StaleKeywords(f"the stored keywords of {repo!r} are not those of its chunks")
         self.texts: pa.Array | None = None  # read on a second query (:meth:`text_of`)
         self._queries = 0
         self.start = rows["start_line"].to_numpy()
@@ -146,6 +150,17 @@ class RepoView:
     def nbytes(self) -> int:
         texts = self.texts.nbytes if self.texts is not None else 0
         return sum(v.nbytes for v in self.vectors.values()) + self.bm25.postings_.data.nbytes * 2 + texts
+
+    def _full_vectors(self) -> bool:
+        """Whether the transformer read any chunk of the repository; its vectors read on the first call (the
+        largest column, 4-18 ms at 1M chunks, so left out of a view until that tier is asked for)."""
+        if self._has_full and FULL not in self.vectors:
+            column = self._column("vector")
+            if column.null_count == len(column):  # every row cut again by a static refresh
+                self._has_full = False
+            else:
+                self.vectors[FULL] = _matrix(column, self._full_dim)
+        return self._has_full
 
     def _column(self, name: str) -> pa.Array:
         """Column ``name`` of the repository's rows, in the view's order."""
@@ -181,7 +196,7 @@ class RepoView:
 
     def tier_for(self, mask: np.ndarray | None) -> Tier:
         """The transformer's tier when it read a chunk in scope, else the static tier (as a single index answers)."""
-        if not self._has_full:
+        if not self._has_full or not self._full_vectors():
             return STATIC
         read = self.read if mask is None else self.read & mask
         return FULL if read.any() else STATIC
@@ -189,9 +204,8 @@ class RepoView:
     def rank(self, query: str, mode: Mode, tier: Tier | None, query_vector: np.ndarray | None, ranking: Ranking, k: int,
              mask: np.ndarray | None) -> list[tuple[int, float]]:
         """The ``k`` best rows for ``query`` within ``mask``: every chunk scored, then the ranking pipeline."""
-        if tier == FULL and FULL not in self.vectors:
-            # Read when the transformer's tier is first asked for: the largest column, 4-18 ms at 1M chunks.
-            self.vectors[FULL] = _matrix(self._column("vector"), self._full_dim)
+        if tier == FULL:
+            self._full_vectors()
         return rank_exactly(query, mode, tier, query_vector, self.bm25, self.vectors,
                             None if self.read.all() else self.read, self.facts, ranking, k, mask)
 
@@ -439,4 +453,4 @@ def _best(found: list[tuple[dict[str, Any], float]], depth: int) -> list[tuple[d
     return found[:depth]
 
 
-__all__ = ["COLUMN_OF", "LIST_OF", "CorpusFacts", "CorpusSource", "Found", "RepoView", "scope_sql"]
+__all__ = ["COLUMN_OF", "LIST_OF", "CorpusFacts", "CorpusSource", "Found", "RepoView", "StaleKeywords", "scope_sql"]

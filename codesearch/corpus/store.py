@@ -107,7 +107,7 @@ class CorpusStore:
         try:
             with self._fs.open_input_stream(f"{self._root}/{name}") as stream:
                 return bytes(stream.read()).decode("utf-8")
-        except (FileNotFoundError, OSError):
+        except FileNotFoundError:  # any other error (throttling, the network) is not "no corpus here"
             return None
 
     def _write_text(self, name: str, text: str) -> None:
