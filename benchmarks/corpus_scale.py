@@ -348,6 +348,7 @@ def refresh_facts(corpus: Corpus, build_s: float | None = None) -> dict[str, Any
             "rows_share": round(rows / max(corpus.status()["chunks"], 1), 4), "ray": report.get("ray"),
             "unchanged_repos": report.get("unchanged_repos"), "hashed_files": report.get("hashed_files"),
             "pipeline_s": report["pipeline_s"], "optimize_s": report["optimize_s"],
+            "keywords_s": report.get("keywords_s"), "cleanup_s": report.get("cleanup_s"),
             "chunk_rows_written": report["inserted"], "chunk_rows_deleted": report["deleted"],
             "file_rows_written": report["file_rows"], "embedded_static": report["embedded_static"],
             "embedded_full": report["embedded_full"], "driver_peak_mb": report["driver_peak_mb"]}
