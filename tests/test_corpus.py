@@ -424,9 +424,12 @@ def test_each_repositorys_bm25_is_stored_by_the_writer_and_read_by_its_first_sco
     assert before is not None
     gochi_blob = before.read_blobs("bm25", addresses=[keywords.stored_rows(before)["gochi"]])[0][1]
     (repos["pyreq"] / "src" / "requests" / "utils.py").write_text(UTILS.replace("super_len", "platypus_len"))
+    monkeypatch.setattr(corpus_module, "KEYWORD_FRAGMENTS", 1)  # compacted once it has two
     report = c.refresh()
     assert report.keywords_s > 0
     check("pyreq")
+    compacted = c.store.open(KEYWORDS, c.store.manifest().versions[KEYWORDS])
+    assert compacted is not None and len(compacted.get_fragments()) == 1 and compacted.count_rows() == 2
     after = reader.store.open(KEYWORDS, reader.store.manifest().versions[KEYWORDS])
     assert after is not None and after.count_rows() == 2
     assert after.read_blobs("bm25", addresses=[keywords.stored_rows(after)["gochi"]])[0][1] == gochi_blob

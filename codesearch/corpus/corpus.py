@@ -67,6 +67,9 @@ WorkItem = tuple[str, str, Listing | None]
 FLUSH_ROWS = 20_000
 """Rows of finished repositories (written by the workers as fragments) the driver commits at a time: a commit per
 repository would make a version each, and rewrite a manifest that lists every fragment."""
+KEYWORD_FRAGMENTS = 16
+"""The keywords table is compacted once it has more fragments than this (each refresh adds one, and deletes rows
+from others; the first scoped query of a process reads every fragment's names)."""
 VIEW_CACHE_BYTES = 512 * 1024**2
 """Memory the repository views of scoped searches may keep (least recently used dropped first)."""
 CORPUS_TIERS = (STATIC, FULL)
@@ -447,6 +450,7 @@ class Corpus:
                                                 for share in shares]) for f in part]
         writer.delete(KEYWORDS, sql_in("repo", repos))
         writer.append(KEYWORDS, fragments, KEYWORD_SCHEMA)
+        writer.compact(KEYWORDS, KEYWORD_FRAGMENTS)
         report.keywords_s = round(time.perf_counter() - began, 3)
 
     def _plan(self, items: list[tuple[str, str]], spec: WorkerSpec, writer: Writer, manifest: CorpusManifest,

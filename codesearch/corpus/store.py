@@ -17,7 +17,7 @@ files a failed or killed run wrote but never committed.
 
 ``CODESEARCH_CORPUS_KILL_AT`` makes the writer kill its own process with SIGKILL
 right after the commit it names (``chunks-append``, ``chunks-delete``,
-``chunks-merge``, ``files-merge``, ``files-delete``, ``keywords-delete``,
+``chunks-merge``, ``files-merge``, ``files-delete``, ``keywords-delete``, ``keywords-compact``,
 ``keywords-append`` or ``manifest``): how the tests kill a build or refresh at a
 chosen point.
 """
@@ -377,6 +377,18 @@ class Writer:
         self.versions[name] = ds.version
         self.rows_deleted[name] += before - ds.count_rows()
         checkpoint(name, "delete")
+
+    def compact(self, name: str, fragments: int) -> None:
+        """Compact dataset ``name`` when it has more than ``fragments`` fragments (rows deleted since are dropped):
+        one commit."""
+        ds = self._dataset(name, cached=False)
+        if ds is None or len(ds.get_fragments()) <= fragments:
+            return
+        ds.optimize.compact_files()
+        ds = self.store.latest(name)
+        assert ds is not None
+        self.versions[name] = ds.version
+        checkpoint(name, "compact")
 
     def optimize(self, has_full: bool, always: bool = True) -> bool:
         """Compact the chunks' fragments, create the indexes a query needs and fold new rows into them.
