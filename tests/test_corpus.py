@@ -447,7 +447,7 @@ def test_each_repositorys_bm25_is_stored_by_the_writer_and_read_by_its_first_sco
     for _ in range(2):  # the second query of a view reads its texts whole
         assert {q: [(h.location, h.text) for h in stale.search(q, k=5, repos="pyreq")] for q in QUERIES} == expected
     with monkeypatch.context() as patched:
-        patched.setattr(corpus_module, "read_stored", lambda *a: (_ for _ in ()).throw(ValueError("damaged")))
+        patched.setattr(keywords, "read_stored", lambda *a: (_ for _ in ()).throw(ValueError("damaged")))
         damaged = corpus(Path(c.store.uri))
         assert {q: [(h.location, h.text) for h in damaged.search(q, k=5, repos="pyreq")] for q in QUERIES} == expected
     # Without the table (a corpus written before it), the view fits from the rows' terms: the same answers.

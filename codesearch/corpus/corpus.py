@@ -34,7 +34,7 @@ from codesearch.corpus.build import (
 )
 from codesearch.corpus.changes import known_stats, stat_pass
 from codesearch.corpus.cluster import preflight, ray_session
-from codesearch.corpus.keywords import fit_keywords, read_stored, stored_rows
+from codesearch.corpus.keywords import StoredFits, fit_keywords
 from codesearch.corpus.schema import (
     CHUNKS,
     FILE_SCHEMA,
@@ -52,7 +52,7 @@ from codesearch.corpus.schema import (
 from codesearch.corpus.source import CorpusSource, RepoView, StaleKeywords, _FileSet
 from codesearch.corpus.store import CorpusStore, Writer, optimize_store
 from codesearch.embedding.catalogue import DEFAULT_MODEL, ModelSpec, resolve_model
-from codesearch.exceptions import IndexCorruptError, ModelMismatchError, RepositoryNotInCorpusError, RootNotFoundError
+from codesearch.exceptions import ModelMismatchError, RepositoryNotInCorpusError, RootNotFoundError
 from codesearch.files.scan import Listing
 from codesearch.files.walk import MAX_FILE_BYTES
 from codesearch.ranking import Ranking, resolve_ranking
@@ -229,7 +229,7 @@ class Corpus:
         self._full: TextEmbedder | None = model if hasattr(model, "embed_query") else None  # type: ignore[assignment]
         self._views: OrderedDict[tuple[str, int], RepoView] = OrderedDict()
         self._files: dict[tuple[int, tuple[str, ...] | None], _FileSet] = {}
-        self._keyword_rows: tuple[int, dict[str, int]] = (-1, {})  # the keywords table's version, its rows
+        self._fits: StoredFits | None = None  # the keywords table at the manifest's version
         self.last_report: CorpusReport | None = None
 
     # -- models -----------------------------------------------------------------------------
@@ -632,15 +632,11 @@ class Corpus:
         in_repo = f"repo = {sql_string(repo)}"
         keywords = None
         if version == manifest.versions[CHUNKS] and KEYWORDS in manifest.versions:
-            table = self.store.open(KEYWORDS, manifest.versions[KEYWORDS])
-            assert table is not None
-            if self._keyword_rows[0] != table.version:
-                self._keyword_rows = (table.version, stored_rows(table))
-            address = self._keyword_rows[1].get(repo)
-            try:
-                keywords = read_stored(table, address) if address is not None else None
-            except (IndexCorruptError, ValueError, KeyError, OSError) as exc:  # fitted from the terms instead
-                logger.warning("codesearch: the stored keywords of %r cannot be read (%s); fitting them", repo, exc)
+            if self._fits is None or self._fits.ds.version != manifest.versions[KEYWORDS]:
+                table = self.store.open(KEYWORDS, manifest.versions[KEYWORDS])
+                assert table is not None
+                self._fits = StoredFits(table)
+            keywords = self._fits.get(repo)
         # The transformer's vectors are read when a query of that tier first comes.
         columns = ["chunk_id", "path", "start_line", "end_line", "ordinal", "kind", "symbols", "read", "static_vector"]
         full_dim = manifest.full.dim if manifest.full else _catalogue_dim(self.model)

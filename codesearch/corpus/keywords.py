@@ -23,6 +23,7 @@ measures what that costs against an exact BM25 over the same chunks.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from itertools import pairwise
 from typing import TYPE_CHECKING, Any
@@ -31,12 +32,15 @@ import numpy as np
 import pyarrow as pa
 
 from codesearch.corpus.schema import CHUNKS, KEYWORD_SCHEMA, KEYWORDS, sql_in
+from codesearch.exceptions import IndexCorruptError
 from codesearch.keyword import BM25, Vocabulary, code_tokens, fit_counts
 from codesearch.ranking.config import Ranking
 from codesearch.ranking.facts import path_classes
 
 if TYPE_CHECKING:
     import lance
+
+logger = logging.getLogger(__name__)
 
 FRAGMENT_BYTES = 16 << 20
 """Keyword rows written as one fragment once their fits reach this many bytes."""
@@ -88,12 +92,16 @@ def _vocabulary(words: pa.Array) -> Vocabulary:
     return Vocabulary.from_arrays(blob, offsets - offsets[0], order)
 
 
+VIEW_ORDER = [("path", "ascending"), ("ordinal", "ascending")]
+"""The order a single index holds its chunks: by path (Python's string order, which is UTF-8's byte order, as
+Arrow sorts strings), then place in the file."""
+
+
 def view_order(rows: pa.Table) -> pa.Array:
-    """The positions of ``rows`` in the order a single index holds its chunks: by path (Python's string order, which
-    is UTF-8's byte order), then place in the file."""
+    """The positions of ``rows`` in :data:`VIEW_ORDER`."""
     import pyarrow.compute as pc
 
-    return pc.sort_indices(rows, [("path", "ascending"), ("ordinal", "ascending")])
+    return pc.sort_indices(rows, VIEW_ORDER)
 
 
 def keyword_row(repo: str, ids: np.ndarray, bm25: BM25) -> dict[str, Any]:
@@ -120,6 +128,30 @@ def read_stored(ds: lance.LanceDataset, address: int) -> tuple[np.ndarray, BM25]
     [(_, blob)] = ds.read_blobs("bm25", addresses=[address])
     assert blob is not None
     return stored_bm25(blob)
+
+
+class StoredFits:
+    """The keywords table at one version, for views: each repository's stored fit by name (the names read once).
+
+    A fit that cannot be read (a damaged blob, a later array format) is
+    ``None``, logged: the view fits from the rows' terms instead.
+    """
+
+    def __init__(self, ds: lance.LanceDataset) -> None:
+        self.ds = ds
+        self._rows: dict[str, int] | None = None
+
+    def get(self, repo: str) -> tuple[np.ndarray, BM25] | None:
+        if self._rows is None:
+            self._rows = stored_rows(self.ds)
+        address = self._rows.get(repo)
+        if address is None:
+            return None
+        try:
+            return read_stored(self.ds, address)
+        except (IndexCorruptError, ValueError, KeyError, OSError) as exc:
+            logger.warning("codesearch: the stored keywords of %r cannot be read (%s); fitting them", repo, exc)
+            return None
 
 
 _ALIGN = 8
@@ -176,8 +208,7 @@ def fit_keywords(uri: str, storage_options: dict[str, str], version: int, repos:
     for start in range(0, len(repos), READ_REPOS):
         rows = chunks.to_table(columns=["repo", "chunk_id", "path", "ordinal", "keyword_text"],
                                filter=sql_in("repo", repos[start:start + READ_REPOS]))
-        rows = rows.take(pc.sort_indices(rows, [("repo", "ascending"), ("path", "ascending"),
-                                                ("ordinal", "ascending")]))
+        rows = rows.take(pc.sort_indices(rows, [("repo", "ascending"), *VIEW_ORDER]))
         names = pc.dictionary_encode(rows["repo"]).combine_chunks()
         numbers = np.asarray(names.indices.to_numpy())
         edges = [0, *(np.flatnonzero(np.diff(numbers)) + 1).tolist(), len(numbers)] if len(numbers) else [0]
@@ -233,5 +264,5 @@ def keyword_prior(path: str, ranking: Ranking, cache: dict[str, float] | None = 
     return value
 
 
-__all__ = ["FRAGMENT_BYTES", "READ_REPOS", "fit_keywords", "full_text", "keyword_prior", "keyword_row", "query_terms",
-           "read_stored", "repo_bm25", "stored_bm25", "stored_rows", "view_order"]
+__all__ = ["FRAGMENT_BYTES", "READ_REPOS", "VIEW_ORDER", "StoredFits", "fit_keywords", "full_text", "keyword_prior",
+           "keyword_row", "query_terms", "read_stored", "repo_bm25", "stored_bm25", "stored_rows", "view_order"]

@@ -196,7 +196,7 @@ class RepoView:
 
     def tier_for(self, mask: np.ndarray | None) -> Tier:
         """The transformer's tier when it read a chunk in scope, else the static tier (as a single index answers)."""
-        if not self._has_full or not self._full_vectors():
+        if not self._full_vectors():
             return STATIC
         read = self.read if mask is None else self.read & mask
         return FULL if read.any() else STATIC
