@@ -246,9 +246,12 @@ def test_refresh_with_the_transformer_tier_keeps_both_tiers(ray_cluster, repos: 
     assert again.tier == "full" and again.embedded_full == again.embedded_static == 1
     single = CodeSearch(repos["gochi"], index_dir=tmp_path / "single", **models())  # type: ignore[arg-type]
     single.index()
+    lazy = corpus(tmp_path / "store")  # its view opened by a static query: the transformer's vectors read later
+    lazy.search(QUERIES[0], k=10, repos="gochi", tier="static")
     for query in QUERIES:
         expected = [(h.location, h.score) for h in single.search(query, k=10)]
         assert [(h.location, h.score) for h in c.search(query, k=10, repos="gochi")] == expected, query
+        assert [(h.location, h.score) for h in lazy.search(query, k=10, repos="gochi")] == expected, query
 
 
 def test_a_static_corpus_upgrades_to_the_transformer_tier(ray_cluster, repos: dict[str, Path],  # type: ignore[no-untyped-def]
@@ -836,3 +839,28 @@ def test_a_repository_without_chunks_answers_nothing_scoped_and_org_wide(ray_clu
     assert c.search("super_len", k=5, repos="blobs") == []
     assert c.search("super_len", k=5, repos=["blobs"], mode="bm25") == []
     assert {h.repo for h in c.search("super_len", k=5)} == {"pyreq"}
+
+
+def test_the_view_cache_drops_the_least_recently_used_views_past_its_budget() -> None:
+    """Sizes are measured when a view is put and again when its search says it grew; the newest view stays."""
+    from codesearch.corpus.source import ViewCache
+
+    class Sized:
+        def __init__(self, nbytes: int) -> None:
+            self.nbytes = nbytes
+
+    cache = ViewCache(budget=100)
+    views = {name: Sized(40) for name in "abc"}
+    for name in "ab":
+        cache.put((name, 1), views[name])  # type: ignore[arg-type]
+    assert cache.get(("a", 1)) is views["a"]  # now the most recent
+    cache.put(("c", 1), views["c"])  # type: ignore[arg-type]
+    assert cache.get(("b", 1)) is None and len(cache) == 2 and cache.nbytes == 80
+    views["c"].nbytes = 90  # its texts were read
+    cache.resized(("c", 1))
+    assert cache.get(("a", 1)) is None and cache.get(("c", 1)) is views["c"] and cache.nbytes == 90
+    views["c"].nbytes = 150  # past the budget alone: kept, as the one in use
+    cache.resized(("c", 1))
+    assert len(cache) == 1 and cache.nbytes == 150
+    cache.clear()
+    assert len(cache) == 0 and cache.nbytes == 0
