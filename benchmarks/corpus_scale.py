@@ -8,8 +8,10 @@ Usage:
 
 What it runs (every build and refresh in a new process with its own local
 Ray, so the driver's memory is its own; throughput is chunks written over
-the pipeline's seconds, the actors' start and model loading included, Ray's
-start not):
+the pipeline's seconds, Ray's start, the actors' start and model loading
+included (``ray_start_s`` says how long Ray took; the streaming figure leaves it
+out); the static builds' rounds also run the actors' work in one and in two
+plain processes at once, no Ray, for the machine's own ceiling):
 
 1. **Quality parity** on the 18 DEV repositories of semble's benchmark
    (``peer_data``; never any other): every repository indexed alone by
@@ -288,12 +290,69 @@ def latency(corpus: Corpus, tasks: Sequence[tuple[str, str]], full: bool) -> dic
     return out
 
 
+CEILING_SCRIPT = """
+import json, sys, time
+from codesearch.chunking import ChunkParams
+from codesearch.corpus.build import RepoWorker, WorkerSpec, cpu_seconds
+from codesearch.corpus.corpus import parse_paths
+from codesearch.files.walk import MAX_FILE_BYTES
+store, paths = sys.argv[1], sys.argv[2:]
+spec = WorkerSpec(model="minilm", static=None, int8=True, tier="static", chunking="definitions",
+                  chunk_params=ChunkParams.for_chunking("definitions"), max_file_bytes=MAX_FILE_BYTES, static_dim=256,
+                  full_dim=384, model_fp="ceiling", store_uri=store)
+began, cpu = time.perf_counter(), cpu_seconds()
+for _ in RepoWorker(spec).bundle([(name, root, None) for name, root in parse_paths(paths)]):
+    pass
+print("CEILING " + json.dumps({"seconds": time.perf_counter() - began, "cpu_s": cpu_seconds() - cpu}))
+"""
+
+
+def process_ceiling(paths: Sequence[str], scratch: Path) -> dict[str, Any]:
+    """The actors' work on this machine without Ray: every repository of ``paths`` walked, cut, embedded (static
+    tier) and written as fragments by :class:`~codesearch.corpus.build.RepoWorker` in one plain process, then the
+    same repositories split in two halves of equal bytes run by two processes at once. ``ratio`` = one process's
+    seconds over the slower of the two: what two actors could reach here if Ray cost nothing (the shared cores'
+    own ceiling, which a noisy neighbour lowers for both alike)."""
+    import subprocess
+
+    from codesearch.corpus.corpus import parse_paths
+
+    roots = dict(zip(paths, (root for _, root in parse_paths(paths))))  # NAME=PATH or PATH
+    sizes = {p: sum(f.stat().st_size for f in Path(roots[p]).rglob("*") if f.is_file()) for p in paths}
+    halves: list[list[str]] = [[], []]
+    for path in sorted(paths, key=lambda p: -sizes[p]):
+        min(halves, key=lambda h: sum(sizes[p] for p in h)).append(path)
+
+    def start(group: Sequence[str], name: str) -> subprocess.Popen[str]:
+        store = scratch / name
+        shutil.rmtree(store, ignore_errors=True)
+        store.mkdir(parents=True)
+        return subprocess.Popen([sys.executable, "-c", CEILING_SCRIPT, str(store), *group], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+
+    def finish(proc: subprocess.Popen[str]) -> dict[str, float]:
+        out, err = proc.communicate()
+        lines = [line for line in out.splitlines() if line.startswith("CEILING ")]
+        if proc.returncode != 0 or not lines:
+            raise SystemExit(f"error: the ceiling run failed:\n{err[-3000:]}")
+        return json.loads(lines[-1][len("CEILING "):])
+
+    one = finish(start(paths, "one"))
+    two = [finish(proc) for proc in [start(half, f"half{i}") for i, half in enumerate(halves)]]
+    shutil.rmtree(scratch, ignore_errors=True)
+    slower = max(t["seconds"] for t in two)
+    return {"one_s": round(one["seconds"], 2), "one_cpu_s": round(one["cpu_s"], 2),
+            "two_s": [round(t["seconds"], 2) for t in two], "two_cpu_s": [round(t["cpu_s"], 2) for t in two],
+            "ratio": round(one["seconds"] / slower, 3)}
+
+
 def actor_builds(work: Path, label: str, paths: dict[str, list[str]], rounds: dict[str, int]) -> dict[str, Any]:
     """Builds of ``paths`` with 1 and 2 actors per tier, in turn ``rounds[tier]`` times (a noisy minute weighs on
     both alike): each count's median round by throughput, and the medians of the rounds' side-by-side ratios
     (``<tier>_actor_speedup``, ``_stream``, ``_projected``). The full tier's 2-actor store stays as ``full10k``."""
     build: dict[str, Any] = {}
-    names = {"chunks_per_s": "", "stream_chunks_per_s": "_stream", "projected_chunks_per_s": "_projected"}
+    names = {"chunks_per_s": "", "stream_chunks_per_s": "_stream", "projected_chunks_per_s": "_projected",
+             "ceiling": "_ceiling"}
     for tier, tier_paths in paths.items():
         speedups: dict[str, list[float]] = {}
         runs: dict[int, list[dict[str, Any]]] = {1: [], 2: []}
@@ -309,6 +368,11 @@ def actor_builds(work: Path, label: str, paths: dict[str, list[str]], rounds: di
             for key in names:
                 if key in built[1] and key in built[2]:
                     speedups.setdefault(key, []).append(round(built[2][key] / built[1][key], 3))
+            if tier == "static":  # the same round: what the machine itself allows two processes
+                ceiling = process_ceiling(tier_paths, work / f"ceiling{label}")
+                build.setdefault("static_process_ceiling_rounds", []).append(ceiling)
+                speedups.setdefault("ceiling", []).append(ceiling["ratio"])
+                print(f"{label} static, the same work in 1 and 2 plain processes: {ceiling}", file=sys.stderr)
         for actors, facts_list in runs.items():  # the median round by throughput (the lower of two) stands for it
             chosen = build[f"{tier}_{actors}_actor"] = sorted(facts_list, key=lambda r: r["chunks_per_s"])[
                 (len(facts_list) - 1) // 2]
@@ -654,7 +718,8 @@ def print_tables(out: dict[str, Any]) -> None:
         print("  " + " | ".join(str(c) for c in row))
         for tier in ("static", "full"):
             ratios = {label: build.get(f"{tier}_actor_speedup{suffix}") for label, suffix in
-                      (("wall", ""), ("streaming", "_stream"), ("projected", "_projected"))}
+                      (("wall", ""), ("streaming", "_stream"), ("projected", "_projected"),
+                       ("the same work in 2 plain processes / 1", "_ceiling"))}
             if any(ratios.values()):
                 rounds = len(build.get(f"{tier}_actor_speedup_rounds", [])) or 1
                 print(f"    {tier}: 2 actors / 1 actor, " + ", ".join(f"{k} {v}" for k, v in ratios.items() if v)
