@@ -24,8 +24,8 @@ plain processes at once, no Ray, for the machine's own ceiling):
 2. **Keywords across repositories**: Lance's full-text index (its own BM25,
    k1 = 1.2) against an exact BM25 with the library's formula over the same
    chunks: overlap of the top 100 and identical top 10.
-3. **ANN**: recall@100 of the IVF_SQ index (``minimum_nprobes`` 20, refine 2)
-   against exact search, per vector column, on the DEV queries.
+3. **ANN**: recall@100 of the vector index (IVF_FLAT, probing 30-60 partitions,
+   as a search probes it) against exact search, per vector column, on the DEV queries.
 4. **Scale curve**: 10k chunks = the 18 DEV trees (built with 1 and 2
    actors, static tier, and with 2 actors for the transformer tier); 100k =
    the DEV trees copied 10 times on disk and built through Ray like any
@@ -221,7 +221,7 @@ def keyword_parity(corpus: Corpus, queries: Sequence[str]) -> dict[str, Any]:
 
 def ann_recall(corpus: Corpus, column: str, queries: np.ndarray) -> dict[str, Any]:
     """recall@100 of the vector index (as the search queries it) against exact search over the same rows."""
-    from codesearch.corpus.source import MAXIMUM_NPROBES, MINIMUM_NPROBES, REFINE_FACTOR
+    from codesearch.corpus.source import nearest_options
 
     ds = corpus.store.open(CHUNKS, corpus.store.manifest().versions[CHUNKS])
     where = "read = true" if column == "vector" else None
@@ -241,8 +241,7 @@ def ann_recall(corpus: Corpus, column: str, queries: np.ndarray) -> dict[str, An
     recalls, ties, times = [], [], []
     indexed = any(column in str(index) for index in ds.describe_indices()) if hasattr(ds, "describe_indices") else None
     for q, vector in enumerate(queries):
-        nearest = {"column": column, "q": vector, "k": DEPTH, "metric": "dot", "minimum_nprobes": MINIMUM_NPROBES,
-                   "maximum_nprobes": MAXIMUM_NPROBES, "refine_factor": REFINE_FACTOR}
+        nearest = {**nearest_options(ds, column), "q": vector, "k": DEPTH}
         found, ms = timed(lambda nearest=nearest: ds.to_table(nearest=nearest, columns=["chunk_id", column],
                                                               filter=where, prefilter=where is not None,
                                                               disable_scoring_autoprojection=True))
@@ -537,14 +536,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sample = random.Random(1).sample(tasks, min(args.latency_queries, len(tasks)))
 
         # 1. the single-repository references, in this run
-        single, static = {}, {}
-        for repo in repos:
-            for tag, kind in (("int8", single), ("static", static)):
-                folder = args.work / "single" / f"{repo.name}-{tag}"
-                if args.single_indexes and not folder.exists() and (args.single_indexes / f"{repo.name}-{tag}").exists():
-                    shutil.copytree(args.single_indexes / f"{repo.name}-{tag}", folder)
-                kind[repo.name] = CodeSearch(repo.root, index_dir=folder)  # type: ignore[arg-type]
-                kind[repo.name].index(tier="full" if tag == "int8" else "static")
+        single, static = single_indexes(repos, args)
         print("single-repository indexes ready", file=sys.stderr)
 
         # 2. 10k: the DEV trees, static tier with 1 and 2 actors, then the transformer tier with 2 actors
@@ -661,9 +653,30 @@ def refresh_replicated(args: argparse.Namespace, out: dict[str, Any], save: Call
     save()
 
 
+def single_indexes(repos: Sequence[Repo], args: argparse.Namespace) -> tuple[dict[str, CodeSearch], dict[str, CodeSearch]]:
+    """Each DEV repository indexed alone (the library default, and its static tier): under ``--work``, copied from
+    ``--single-indexes`` where it holds them, made otherwise."""
+    single: dict[str, CodeSearch] = {}
+    static: dict[str, CodeSearch] = {}
+    for repo in repos:
+        for tag, kind in (("int8", single), ("static", static)):
+            folder = args.work / "single" / f"{repo.name}-{tag}"
+            if args.single_indexes and not folder.exists() and (args.single_indexes / f"{repo.name}-{tag}").exists():
+                shutil.copytree(args.single_indexes / f"{repo.name}-{tag}", folder)
+            kind[repo.name] = CodeSearch(repo.root, index_dir=folder)  # type: ignore[arg-type]
+            kind[repo.name].index(tier="full" if tag == "int8" else "static")
+    return single, static
+
+
 def remeasure(args: argparse.Namespace, out: dict[str, Any], save: Callable[[], None]) -> None:
-    """Latency and ANN recall again on the stores of an earlier run (after a change to the search path)."""
+    """Quality, latency and ANN recall again on the stores of an earlier run (after a change to the search path)."""
     repos = load_repos(args.semble_benchmarks)
+    if (args.work / "full10k").exists():
+        export_trees(repos, args.mirrors, args.trees)
+        single, static = single_indexes(repos, args)
+        out["quality"] = quality(repos, Corpus(args.work / "full10k"), single, static)
+        print(json.dumps(out["quality"]["macro"], indent=1), file=sys.stderr)
+        save()
     tasks = [(r.name, t.query) for r in repos for t in r.tasks]
     sample = random.Random(1).sample(tasks, min(args.latency_queries, len(tasks)))
     for size, folder, suffix, full in (("10k", "full10k", "", True), ("100k", "static100k", "-r0", False),

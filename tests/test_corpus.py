@@ -707,6 +707,37 @@ def test_a_vector_index_keeps_its_partitions_and_is_trained_again_once_the_table
         assert row["chunk_id"] in found["chunk_id"].to_pylist()
 
 
+def test_a_vector_index_of_another_kind_is_made_again_as_ivf_flat_and_only_a_quantised_one_is_refined(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A corpus written with IVF_SQ (before IVF_FLAT) is searched with a refine step until its next optimize, which
+    makes the index again as IVF_FLAT: exact distances, no refine, a row's own vector first."""
+    from codesearch.corpus.source import REFINE_FACTOR, nearest_options
+
+    monkeypatch.setattr(corpus_store, "VECTOR_INDEX_MIN_ROWS", 64)
+    store = corpus_store.CorpusStore(tmp_path / "corpus")
+    with store.writer() as writer:
+        _append(store, writer, _chunk_rows(0, 900))
+        ds = store.latest(CHUNKS)
+        assert ds is not None
+        ds.create_index("static_vector", "IVF_SQ", metric="dot", num_partitions=8)
+        sq = store.latest(CHUNKS)
+        assert sq is not None and nearest_options(sq, "static_vector")["refine_factor"] == REFINE_FACTOR
+        assert writer.optimize(has_full=False, always=False)  # the kind differs: made again
+        flat = store.latest(CHUNKS)
+        assert flat is not None
+        kinds = {index["name"]: index["type"] for index in flat.list_indices()}
+        assert kinds["static_vector_idx"] == corpus_store.VECTOR_INDEX == "IVF_FLAT"
+        options = nearest_options(flat, "static_vector")
+        assert "refine_factor" not in options and options["minimum_nprobes"] == 30
+        assert not writer.optimize(has_full=False, always=False)  # nothing left to do
+        row = flat.take([123], columns=["chunk_id", "static_vector"]).to_pylist()[0]
+        vector = np.asarray(row["static_vector"], dtype=np.float32)
+        found = flat.to_table(nearest={**options, "q": vector, "k": 3}, columns=["chunk_id", "static_vector"])
+        assert found["chunk_id"][0].as_py() == row["chunk_id"]
+        assert nearest_options(flat, "static_vector", exact=True) == {"column": "static_vector", "metric": "dot",
+                                                                      "use_index": False}
+
+
 def test_repositories_are_handed_to_the_actors_largest_first() -> None:
     """So that no large repository starts last on one actor while the others idle; unknown sizes lead."""
     from codesearch.corpus.corpus import largest_first

@@ -58,7 +58,34 @@ prefilter) is run again without the cap. Uncapped, Lance probed far more partiti
 corpus of repeated chunks (154 ms a search; capped at 40 of 228: 34 ms). Static vectors' recall@100 there: 0.94
 at 20-40 partitions, 0.96 at 30-60 (ANN p50 51 and 53 ms), 0.96 at 40-80 (77 ms); 1.000 at 10k and 100k."""
 REFINE_FACTOR = 2
-"""The vector index's quantised distances re-ranked exactly over this many times ``k`` rows."""
+"""A quantised vector index's distances (IVF_SQ, as corpora made before IVF_FLAT have until their next optimize)
+re-ranked exactly over this many times ``k`` rows."""
+
+
+def nearest_options(ds: lance.LanceDataset, column: str, exact: bool = False) -> dict[str, Any]:
+    """Lance's ``nearest`` options for a search of ``column`` (without ``q`` and ``k``): the index probed at least
+    :data:`MINIMUM_NPROBES` partitions and at most :data:`MAXIMUM_NPROBES`, refined where it quantises; or, with
+    ``exact``, every row scored."""
+    options: dict[str, Any] = {"column": column, "metric": "dot", "use_index": not exact}
+    if not exact:
+        options.update(minimum_nprobes=MINIMUM_NPROBES, maximum_nprobes=MAXIMUM_NPROBES)
+        if _index_kind(ds, column) not in (None, "IVF_FLAT"):
+            options["refine_factor"] = REFINE_FACTOR
+    return options
+
+
+def _index_kind(ds: lance.LanceDataset, column: str) -> str | None:
+    """The kind of ``column``'s vector index at this version of the table (``None``: none)."""
+    key = (ds.uri, ds.version, column)
+    if key not in _KINDS:
+        if len(_KINDS) > 64:
+            _KINDS.clear()
+        _KINDS[key] = next((index.get("type") for index in ds.list_indices() if index["name"] == f"{column}_idx"),
+                           None)
+    return _KINDS[key]
+
+
+_KINDS: dict[tuple[str, int, str], str | None] = {}
 OVERFETCH = 2
 """Lists fetched this many times deeper where scope globs or keyword priors are applied after the fetch."""
 
@@ -378,10 +405,7 @@ class CorpusSource:
         column = COLUMN_OF[tier]
         globs = where is not None and bool(where.include or where.exclude)
         fetch = depth * (OVERFETCH if globs else 1)
-        nearest: dict[str, Any] = {"column": column, "q": query_vector, "k": fetch, "metric": "dot",
-                                   "use_index": not self.exact}
-        if not self.exact:
-            nearest.update(minimum_nprobes=MINIMUM_NPROBES, maximum_nprobes=MAXIMUM_NPROBES, refine_factor=REFINE_FACTOR)
+        nearest: dict[str, Any] = {**nearest_options(self.ds, column, self.exact), "q": query_vector, "k": fetch}
         # Rows the transformer did not read have no vector: their distance is null, and Lance leaves them out
         # (a `read = true` prefilter cost a scan of 1M rows per query).
         filter_ = self._where(where)

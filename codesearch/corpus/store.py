@@ -41,6 +41,14 @@ if TYPE_CHECKING:
     import lance
 
 KILL_ENV = "CODESEARCH_CORPUS_KILL_AT"
+VECTOR_INDEX = "IVF_FLAT"
+"""The vector indexes' kind: IVF partitions holding the vectors as they are (float32), so a search's distances are
+exact and need no refine step. Measured on the 1M-row replica's static vectors (1,000 partitions, probing 30-60, 50
+DEV queries): IVF_FLAT 9-12 ms a search; IVF_SQ 18-23 ms, 25-28 with the refine its quantised distances need, at the
+same recall@100 against exact search (the misses are partitions left unprobed, not distances); IVF_HNSW_SQ 14 ms at
+recall 0.74 (0.80 refined: its graphs lose the replica's duplicate vectors). The price is size: 4 bytes a dimension
+instead of 1 (976 MB for 1M static vectors against 308 MB), in the index cache of a process searching across
+repositories too. A corpus whose index is of another kind gets this one at its next optimize."""
 VECTOR_INDEX_MIN_ROWS = 4096
 """Below this many rows a vector column gets no ANN index: exact search is as fast and exact."""
 RETRAIN_BELOW = 0.5
@@ -414,10 +422,10 @@ class Writer:
         for column, kind in missing:
             if kind == "INVERTED":
                 ds.create_scalar_index(column, "INVERTED", **FTS_OPTIONS)
-            elif kind == "IVF_SQ":
+            elif kind == VECTOR_INDEX:
                 # Sized by rows per partition: a later optimize_indices() re-cuts an index made with num_partitions to Lance's
                 # own default size (49 partitions became 1 at 10k rows, 498 became 221 at 1M) and keeps this one.
-                ds.create_index(column, "IVF_SQ", metric="dot", target_partition_size=max(1, rows // ivf_partitions(rows)),
+                ds.create_index(column, kind, metric="dot", target_partition_size=max(1, rows // ivf_partitions(rows)),
                                 replace=True)
             else:
                 ds.create_scalar_index(column, kind)  # type: ignore[arg-type]
@@ -497,8 +505,10 @@ def _indexes_to_make(ds: lance.LanceDataset, has_full: bool, outgrown: bool = Tr
     outgrown (vector indexes only once there are :data:`VECTOR_INDEX_MIN_ROWS` rows to index; see
     :data:`RETRAIN_BELOW`: reading an index's partitions took 250 ms at 1M rows, so a refresh that leaves its rows
     to the flat scan does not ask)."""
-    have = {index["fields"][0] if "fields" in index else index["name"] for index in ds.list_indices()}
-    have |= {index["name"].removesuffix("_idx") for index in ds.list_indices()}
+    indexes = ds.list_indices()
+    have = {index["fields"][0] if "fields" in index else index["name"] for index in indexes}
+    have |= {index["name"].removesuffix("_idx") for index in indexes}
+    kinds = {index["name"]: index.get("type") for index in indexes}
     missing = [(column, kind) for column, kind in (("repo", "BITMAP"), ("chunk_id", "BTREE"),
                                                    ("def_names", "LABEL_LIST"), ("keyword_text", "INVERTED"))
                if column not in have]
@@ -506,7 +516,9 @@ def _indexes_to_make(ds: lance.LanceDataset, has_full: bool, outgrown: bool = Tr
     for column in ("static_vector", "vector") if has_full else ("static_vector",):
         if rows < VECTOR_INDEX_MIN_ROWS:
             continue
-        if column in have:
+        if column in have and kinds.get(f"{column}_idx", VECTOR_INDEX) != VECTOR_INDEX:
+            pass  # an index of another kind (a corpus written before): made again as this kind
+        elif column in have:
             if not outgrown:
                 continue
             trained = _partitions(ds, f"{column}_idx")
@@ -514,7 +526,7 @@ def _indexes_to_make(ds: lance.LanceDataset, has_full: bool, outgrown: bool = Tr
                 continue
         if column == "vector" and ds.count_rows("read = true") < VECTOR_INDEX_MIN_ROWS:
             continue
-        missing.append((column, "IVF_SQ"))
+        missing.append((column, VECTOR_INDEX))
     return missing
 
 
