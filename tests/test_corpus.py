@@ -805,7 +805,9 @@ def test_a_repository_bm25_fitted_from_stored_terms_is_the_single_index_fit_bit_
             counts[term] = counts.get(term, 0) + 1
         builder.add_counts(counts.keys(), counts.values())
     expected = builder.fit()
-    for column in (pa.array(texts), pa.chunked_array([texts[:5], texts[5:]])):
+    # Large strings too: what a repository's terms past 2 GiB are read as (32-bit offsets would overflow).
+    for column in (pa.array(texts), pa.chunked_array([texts[:5], texts[5:]]), pa.array(texts, pa.large_string()),
+                   pa.chunked_array([texts[:5], texts[5:]], pa.large_string())):
         fitted = repo_bm25(column)
         assert dict(fitted.vocabulary_.items()) == dict(expected.vocabulary_.items())
         for mine, theirs in zip(fitted.postings_, expected.postings_):
@@ -817,6 +819,16 @@ def test_a_repository_bm25_fitted_from_stored_terms_is_the_single_index_fit_bit_
             assert np.array_equal(stored[key], array), key
         for query in ("get post", "session redirect", "größe", "nothing here"):
             assert np.array_equal(fitted.score(query), expected.score(query))
+
+
+def test_wide_strings_gives_named_string_columns_64_bit_offsets_and_keeps_their_values() -> None:
+    from codesearch.corpus.schema import wide_strings
+
+    table = pa.table({"text": pa.chunked_array([["a", "bb"], ["ccc"]]), "path": ["x", "y", "z"], "n": [1, 2, 3]})
+    wide = wide_strings(table, ["text", "n", "absent"])
+    assert wide.schema.field("text").type == pa.large_string() and wide.schema.field("path").type == pa.string()
+    assert wide.schema.field("n").type == pa.int64() and wide["text"].to_pylist() == ["a", "bb", "ccc"]
+    assert wide_strings(wide, ["text"]).schema == wide.schema  # already wide: as it is
 
 
 def _block(*records: tuple[str, str | None, dict[str, Any] | None, int]) -> pa.Table:

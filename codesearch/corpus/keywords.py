@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from codesearch.corpus.schema import CHUNKS, KEYWORD_SCHEMA, KEYWORDS, sql_in
+from codesearch.corpus.schema import CHUNKS, KEYWORD_SCHEMA, KEYWORDS, sql_in, wide_strings
 from codesearch.exceptions import IndexCorruptError
 from codesearch.keyword import BM25, Vocabulary, code_tokens, fit_counts
 from codesearch.ranking.config import Ranking
@@ -58,7 +58,10 @@ def repo_bm25(keyword_texts: pa.Array | pa.ChunkedArray) -> BM25:
     """
     import pyarrow.compute as pc
 
-    # Terms are runs of word characters joined by single spaces; an empty chunk splits into one empty string.
+    # Terms are runs of word characters joined by single spaces; an empty chunk splits into one empty string. As
+    # large strings: a repository's terms past 2 GiB would overflow 32-bit offsets once combined.
+    if pa.types.is_string(keyword_texts.type):
+        keyword_texts = keyword_texts.cast(pa.large_string())
     tokens = pc.split_pattern(keyword_texts, " ")
     if isinstance(tokens, pa.ChunkedArray):
         tokens = tokens.combine_chunks()
@@ -206,8 +209,8 @@ def fit_keywords(uri: str, storage_options: dict[str, str], version: int, repos:
     held = 0
     fragments: list[str] = []
     for start in range(0, len(repos), READ_REPOS):
-        rows = chunks.to_table(columns=["repo", "chunk_id", "path", "ordinal", "keyword_text"],
-                               filter=sql_in("repo", repos[start:start + READ_REPOS]))
+        rows = wide_strings(chunks.to_table(columns=["repo", "chunk_id", "path", "ordinal", "keyword_text"],
+                                            filter=sql_in("repo", repos[start:start + READ_REPOS])), ["keyword_text"])
         rows = rows.take(pc.sort_indices(rows, [("repo", "ascending"), *VIEW_ORDER]))
         names = pc.dictionary_encode(rows["repo"]).combine_chunks()
         numbers = np.asarray(names.indices.to_numpy())

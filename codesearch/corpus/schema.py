@@ -73,6 +73,15 @@ def sql_string(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
+def wide_strings(table: pa.Table, names: Sequence[str]) -> pa.Table:
+    """``table`` with its string columns among ``names`` as ``large_string`` (64-bit offsets): a repository's texts
+    or terms past 2 GiB overflow Arrow's 32-bit offsets once a column's chunks are combined or taken from."""
+    for name in names:
+        if name in table.column_names and pa.types.is_string(table.schema.field(name).type):
+            table = table.set_column(table.schema.get_field_index(name), name, table[name].cast(pa.large_string()))
+    return table
+
+
 def sql_in(column: str, values: Sequence[str] | Sequence[int]) -> str:
     """``column IN (...)`` for a Lance filter (``false`` when there are no values)."""
     if not values:
@@ -207,6 +216,4 @@ class CorpusManifest:
                    updated=data.get("updated", ""))
 
 
-__all__ = ["CHUNKS", "DATASETS", "FILES", "FILE_SCHEMA", "FORMAT", "FORMAT_VERSION", "KEYWORDS", "KEYWORD_SCHEMA",
-           "MANIFEST_FILE", "PRIMARY_KEY", "CorpusManifest", "RepoFacts", "TierFacts", "check_repo_name", "chunk_id",
-           "chunk_schema", "sql_in", "sql_string"]
+__all__ = ["CHUNKS", "DATASETS", "FILES", "FILE_SCHEMA", "FORMAT", "FORMAT_VERSION", "KEYWORDS", "KEYWORD_SCHEMA", "MANIFEST_FILE", "PRIMARY_KEY", "CorpusManifest", "RepoFacts", "TierFacts", "check_repo_name", "chunk_id", "chunk_schema", "sql_in", "sql_string", "wide_strings"]

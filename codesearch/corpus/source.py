@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from codesearch.corpus.keywords import full_text, keyword_prior, repo_bm25, view_order
-from codesearch.corpus.schema import sql_in, sql_string
+from codesearch.corpus.schema import sql_in, sql_string, wide_strings
 from codesearch.index.loaded import LIST_OF, one_blas_thread, rank_exactly
 from codesearch.keyword import BM25
 from codesearch.ranking import Candidates, IndexFacts, Ranking, rank
@@ -137,6 +137,7 @@ class RepoView:
         self.repo = repo
         self._chunks = chunks
         self._full_dim = full_dim
+        rows = wide_strings(rows, ["keyword_text"])
         order = view_order(rows)
         vectors = {tier: rows[column] for tier, column in COLUMN_OF.items() if column in rows.column_names}
         rows = rows.drop_columns([COLUMN_OF[tier] for tier in vectors]).take(order)
@@ -201,7 +202,8 @@ class RepoView:
         import pyarrow.compute as pc
 
         assert self._chunks is not None
-        table = self._chunks.to_table(columns=["chunk_id", name], filter=f"repo = {sql_string(self.repo)}")
+        table = wide_strings(self._chunks.to_table(columns=["chunk_id", name], filter=f"repo = {sql_string(self.repo)}"),
+                             [name])
         return table[name].take(pc.index_in(pa.array(self.ids), value_set=table["chunk_id"])).combine_chunks()
 
     def text_of(self, rows: list[int]) -> list[str]:
