@@ -216,4 +216,6 @@ class CorpusManifest:
                    updated=data.get("updated", ""))
 
 
-__all__ = ["CHUNKS", "DATASETS", "FILES", "FILE_SCHEMA", "FORMAT", "FORMAT_VERSION", "KEYWORDS", "KEYWORD_SCHEMA", "MANIFEST_FILE", "PRIMARY_KEY", "CorpusManifest", "RepoFacts", "TierFacts", "check_repo_name", "chunk_id", "chunk_schema", "sql_in", "sql_string", "wide_strings"]
+__all__ = ["CHUNKS", "DATASETS", "FILES", "FILE_SCHEMA", "FORMAT", "FORMAT_VERSION", "KEYWORDS", "KEYWORD_SCHEMA",
+           "MANIFEST_FILE", "PRIMARY_KEY", "CorpusManifest", "RepoFacts", "TierFacts", "check_repo_name", "chunk_id",
+           "chunk_schema", "sql_in", "sql_string", "wide_strings"]

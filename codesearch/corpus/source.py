@@ -55,11 +55,15 @@ MINIMUM_NPROBES = 30
 MAXIMUM_NPROBES = 60
 """IVF partitions searched at most on a first try; a search that finds fewer rows than it asked for (a selective
 prefilter) is run again without the cap. Uncapped, Lance probed far more partitions than needed on the 1M-row
-corpus of repeated chunks (154 ms a search; capped at 40 of 228: 34 ms). Static vectors' recall@100 there: 0.94
-at 20-40 partitions, 0.96 at 30-60 (ANN p50 51 and 53 ms), 0.96 at 40-80 (77 ms); 1.000 at 10k and 100k."""
+corpus of repeated chunks (154 ms a search; capped at 40 of 228: 34 ms). Static vectors' recall@100 there with
+IVF_SQ: 0.94 at 20-40 partitions, 0.96 at 30-60 (ANN p50 51 and 53 ms), 0.96 at 40-80 (77 ms); 1.000 at 10k and
+100k. With IVF_FLAT on 50 DEV queries: 0.94 at 30-60 (12 ms), 0.96 at 50-100 (17 ms), 0.98 at 80-160 (21 ms), and
+1.00 at 30-60 on 50 other queries: kept at 30-60, not moved to pass one sample."""
 REFINE_FACTOR = 2
 """A quantised vector index's distances (IVF_SQ, as corpora made before IVF_FLAT have until their next optimize)
 re-ranked exactly over this many times ``k`` rows."""
+OVERFETCH = 2
+"""Lists fetched this many times deeper where scope globs or keyword priors are applied after the fetch."""
 
 
 def nearest_options(ds: lance.LanceDataset, column: str, exact: bool = False) -> dict[str, Any]:
@@ -86,8 +90,6 @@ def _index_kind(ds: lance.LanceDataset, column: str) -> str | None:
 
 
 _KINDS: dict[tuple[str, int, str], str | None] = {}
-OVERFETCH = 2
-"""Lists fetched this many times deeper where scope globs or keyword priors are applied after the fetch."""
 
 
 def scope_sql(where: Scope) -> list[str]:
@@ -538,4 +540,5 @@ def _best(found: list[tuple[dict[str, Any], float]], depth: int) -> list[tuple[d
     return found[:depth]
 
 
-__all__ = ["COLUMN_OF", "LIST_OF", "CorpusFacts", "CorpusSource", "Found", "RepoView", "StaleKeywords", "ViewCache", "scope_sql"]
+__all__ = ["COLUMN_OF", "LIST_OF", "CorpusFacts", "CorpusSource", "Found", "RepoView", "StaleKeywords", "ViewCache",
+           "nearest_options", "scope_sql"]
