@@ -738,6 +738,47 @@ def test_a_vector_index_of_another_kind_is_made_again_as_ivf_flat_and_only_a_qua
                                                                       "use_index": False}
 
 
+def test_a_compaction_merges_small_fragments_and_leaves_the_full_ones(tmp_path: Path) -> None:
+    """Past the fragment count, fragments under half an even share of the rows are merged; larger ones with few
+    deletions stay as they are (a plain compaction rewrote the whole table each time)."""
+    store = corpus_store.CorpusStore(tmp_path / "corpus")
+    with store.writer() as writer:
+        for start in range(0, 120, 30):
+            _append(store, writer, _chunk_rows(start, 30))  # four full fragments
+        for start in range(120, 126, 2):
+            _append(store, writer, _chunk_rows(start, 2))  # three small ones (a refresh's)
+        ds = store.latest(CHUNKS)
+        assert ds is not None
+        full = {f.fragment_id for f in ds.get_fragments() if f.metadata.physical_rows == 30}
+        writer.compact(CHUNKS, 4)  # 126 rows // 8 = 15: the 2-row fragments merge, the 30-row ones stay
+        after = store.latest(CHUNKS)
+        assert after is not None and after.count_rows() == 126
+        rows = sorted(f.metadata.physical_rows for f in after.get_fragments())
+        assert rows == [6, 30, 30, 30, 30] and full <= {f.fragment_id for f in after.get_fragments()}
+        writer.compact(CHUNKS, 5)  # within the count: nothing
+        assert store.latest(CHUNKS).version == after.version  # type: ignore[union-attr]
+
+
+def test_cleanup_keeps_the_versions_the_previous_manifest_names_after_a_roll_back(tmp_path: Path) -> None:
+    """A roll back restores the manifest's contents as a newer version; a reader of that manifest still reads the
+    old number, so cleanup keeps it with this run's and the newest, and removes the rest."""
+    store = corpus_store.CorpusStore(tmp_path / "corpus")
+    with store.writer() as writer:
+        _append(store, writer, _chunk_rows(0, 10))
+        named = writer.versions[CHUNKS]
+        _append(store, writer, _chunk_rows(10, 10))
+        between = writer.versions[CHUNKS]
+        _append(store, writer, _chunk_rows(20, 10))
+        newest = writer.versions[CHUNKS]
+    restored = corpus_store.Writer(store, {CHUNKS: newest}, previous={CHUNKS: named})
+    restored.cleanup(keep_s=0)
+    ds = store.latest(CHUNKS)
+    assert ds is not None
+    versions = {int(v["version"]) for v in ds.versions()}
+    assert named in versions and newest in versions and between not in versions
+    assert ds.checkout_version(named).count_rows() == 10
+
+
 def test_repositories_are_handed_to_the_actors_largest_first() -> None:
     """So that no large repository starts last on one actor while the others idle; unknown sizes lead."""
     from codesearch.corpus.corpus import largest_first

@@ -131,16 +131,6 @@ def test_path_facts_answer_as_a_scan_of_every_file_would() -> None:
     assert facts.files_named("httpclient") == [2, 3, 10, 11, 18, 19]  # http_client.py and HttpClients.java, 3 copies
 
 
-def test_a_symbol_table_of_some_names_holds_what_the_whole_table_holds_for_them() -> None:
-    symbols = [(0, ["Session.send", "Session"]), (1, ["send"]), (2, ["impl fmt::Display for Foo"]), (3, ["(*Client).Do"])]
-    whole = SymbolTable.build(symbols)
-    some = SymbolTable.build(symbols, only={"send", "foo", "absent"})
-    for name in ("send", "foo", "absent"):
-        assert some.get(name) == whole.get(name)
-    assert some.get("session") == [] and whole.get("session") != []
-    assert "do" in whole and "do" not in some
-
-
 def test_a_symbol_scan_answers_every_name_as_the_whole_table_does() -> None:
     """A repository opened for one query looks its names up symbol by symbol (SymbolScan) instead of building the
     table: the same definitions, in the same order, for every name the table holds and for names it does not."""

@@ -617,15 +617,17 @@ class Corpus:
         vector = np.asarray(embedder.embed_query(query), dtype=np.float32)
         return vector if np.any(vector) else None
 
-    def view(self, repo: str, version: int | None = None, *, vectors: bool = False) -> RepoView:
+    def view(self, repo: str, version: int | None = None, *, vectors: bool = False,
+             manifest: CorpusManifest | None = None) -> RepoView:
         """The repository ``repo`` as a single index would hold it (read once per corpus version, then cached).
 
         ``vectors``: read the transformer's vectors with the rest (the query
         that opens the view will rank on that tier); otherwise they are read
         when a query of that tier first comes. One scan instead of two: 4-6 ms
-        less on a repository's first transformer query at 1M rows.
+        less on a repository's first transformer query at 1M rows. ``manifest``: the one the caller read (a
+        bucket's is read again otherwise).
         """
-        manifest = self.store.manifest()
+        manifest = self.store.manifest() if manifest is None else manifest
         version = manifest.versions[CHUNKS] if version is None else version
         key = (repo, version)
         found = self._views.get(key)
@@ -666,7 +668,7 @@ class Corpus:
         if not manifest.repos[repo].chunks:
             return []  # nothing to rank (a repository of binary files alone, or emptied)
         wants_full = mode != "bm25" and tier != STATIC
-        view = self.view(repo, version, vectors=wants_full)
+        view = self.view(repo, version, vectors=wants_full, manifest=manifest)
         mask = view.scope_mask(where)
         vector = None
         if mode == "bm25":

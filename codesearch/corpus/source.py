@@ -34,6 +34,7 @@ import numpy as np
 
 from codesearch.corpus.keywords import full_text, keyword_prior, repo_bm25, view_order
 from codesearch.corpus.schema import sql_in, sql_string, wide_strings
+from codesearch.corpus.store import index_kind
 from codesearch.index.loaded import LIST_OF, one_blas_thread, rank_exactly
 from codesearch.keyword import BM25
 from codesearch.ranking import Candidates, IndexFacts, Ranking, rank
@@ -73,23 +74,9 @@ def nearest_options(ds: lance.LanceDataset, column: str, exact: bool = False) ->
     options: dict[str, Any] = {"column": column, "metric": "dot", "use_index": not exact}
     if not exact:
         options.update(minimum_nprobes=MINIMUM_NPROBES, maximum_nprobes=MAXIMUM_NPROBES)
-        if _index_kind(ds, column) not in (None, "IVF_FLAT"):
+        if index_kind(ds, column) not in (None, "IVF_FLAT"):  # quantised distances (IVF_SQ): refined exactly
             options["refine_factor"] = REFINE_FACTOR
     return options
-
-
-def _index_kind(ds: lance.LanceDataset, column: str) -> str | None:
-    """The kind of ``column``'s vector index at this version of the table (``None``: none)."""
-    key = (ds.uri, ds.version, column)
-    if key not in _KINDS:
-        if len(_KINDS) > 64:
-            _KINDS.clear()
-        _KINDS[key] = next((index.get("type") for index in ds.list_indices() if index["name"] == f"{column}_idx"),
-                           None)
-    return _KINDS[key]
-
-
-_KINDS: dict[tuple[str, int, str], str | None] = {}
 
 
 def scope_sql(where: Scope) -> list[str]:

@@ -254,7 +254,7 @@ class CorpusStore:
                 ds = self.latest(name) if name in pinned else None
                 if ds is not None:
                     current[name] = ds.version  # the pinned contents, restored as the newest version
-            yield Writer(self, current)
+            yield Writer(self, current, pinned)
         finally:
             if lock is not None:
                 lock.release()
@@ -307,10 +307,13 @@ def checkpoint(name: str, operation: str | None = None) -> None:
 class Writer:
     """The changes of one build or refresh, committed dataset by dataset; the manifest last (by the caller)."""
 
-    def __init__(self, store: CorpusStore, pinned: dict[str, int]) -> None:
+    def __init__(self, store: CorpusStore, pinned: dict[str, int], previous: dict[str, int] | None = None) -> None:
         self.store = store
         self.pinned = dict(pinned)
         self.versions = dict(pinned)
+        # The versions the manifest names as this run starts: what its readers read until the next manifest (a
+        # roll back restores their contents as newer versions, ``pinned``; cleanup keeps both).
+        self.previous = dict(pinned if previous is None else previous)
         self.rows_written = dict.fromkeys(DATASETS, 0)
         self.rows_deleted = dict.fromkeys(DATASETS, 0)
 
@@ -387,12 +390,19 @@ class Writer:
         checkpoint(name, "delete")
 
     def compact(self, name: str, fragments: int) -> None:
-        """Compact dataset ``name`` when it has more than ``fragments`` fragments (rows deleted since are dropped):
-        one commit."""
+        """Compact dataset ``name`` when it has more than ``fragments`` fragments: one commit.
+
+        Only what needs it is rewritten: fragments of fewer rows than half an
+        even share of the table (``rows / 2 fragments``, at least 2: a
+        refresh's few rows) are merged, and those with a tenth of their rows
+        deleted are rewritten (Lance's own threshold). A plain compaction merged every fragment
+        smaller than a million rows, so each one past the count rewrote the
+        whole keywords table (1.3 GB at 1M chunks).
+        """
         ds = self._dataset(name, cached=False)
         if ds is None or len(ds.get_fragments()) <= fragments:
             return
-        ds.optimize.compact_files()
+        ds.optimize.compact_files(target_rows_per_fragment=max(2, ds.count_rows() // (2 * fragments)))
         ds = self.store.latest(name)
         assert ds is not None
         self.versions[name] = ds.version
@@ -458,18 +468,18 @@ class Writer:
         from datetime import datetime, timedelta, timezone
 
         grace = timedelta(seconds=KEEP_VERSIONS_S if keep_s is None else keep_s)
+        now, local_now = datetime.now(timezone.utc), datetime.now()
         removed = 0
         for name in DATASETS:
             ds = self.store.latest(name)
             if ds is None:
                 continue
-            keep = {self.versions.get(name), self.pinned.get(name), ds.version}
+            keep = {self.versions.get(name), self.pinned.get(name), self.previous.get(name), ds.version}
             old = []
             for version in ds.versions():
                 when = version["timestamp"]
                 assert isinstance(when, datetime)
-                now = datetime.now(timezone.utc) if when.tzinfo else datetime.now()
-                if version["version"] not in keep and now - when >= grace:
+                if version["version"] not in keep and (now if when.tzinfo else local_now) - when >= grace:
                     old.append(int(version["version"]))
             # With no version to remove, a cleanup of versions older than ten years removes the uncommitted files.
             stats = ds.cleanup_old_versions(versions=old, delete_unverified=True) if old else \
@@ -508,7 +518,6 @@ def _indexes_to_make(ds: lance.LanceDataset, has_full: bool, outgrown: bool = Tr
     indexes = ds.list_indices()
     have = {index["fields"][0] if "fields" in index else index["name"] for index in indexes}
     have |= {index["name"].removesuffix("_idx") for index in indexes}
-    kinds = {index["name"]: index.get("type") for index in indexes}
     missing = [(column, kind) for column, kind in (("repo", "BITMAP"), ("chunk_id", "BTREE"),
                                                    ("def_names", "LABEL_LIST"), ("keyword_text", "INVERTED"))
                if column not in have]
@@ -516,7 +525,7 @@ def _indexes_to_make(ds: lance.LanceDataset, has_full: bool, outgrown: bool = Tr
     for column in ("static_vector", "vector") if has_full else ("static_vector",):
         if rows < VECTOR_INDEX_MIN_ROWS:
             continue
-        if column in have and kinds.get(f"{column}_idx", VECTOR_INDEX) != VECTOR_INDEX:
+        if column in have and index_kind(ds, column) not in (None, VECTOR_INDEX):
             pass  # an index of another kind (a corpus written before): made again as this kind
         elif column in have:
             if not outgrown:
@@ -528,6 +537,12 @@ def _indexes_to_make(ds: lance.LanceDataset, has_full: bool, outgrown: bool = Tr
             continue
         missing.append((column, VECTOR_INDEX))
     return missing
+
+
+def index_kind(ds: lance.LanceDataset, column: str) -> str | None:
+    """The kind of ``column``'s index at this version of the table (``IVF_FLAT``, ``IVF_SQ``, ...; ``None``: none,
+    or Lance does not say). Lance keeps the list with the dataset: 0.03-0.08 ms."""
+    return next((index.get("type") for index in ds.list_indices() if index["name"] == f"{column}_idx"), None)
 
 
 def ivf_partitions(rows: int) -> int:
@@ -564,5 +579,5 @@ def _within_share(ds: lance.LanceDataset) -> bool:
 
 
 __all__ = ["FTS_OPTIONS", "KEEP_VERSIONS_S", "KILL_ENV", "RETRAIN_BELOW", "UNINDEXED_FRAGMENTS", "UNINDEXED_SHARE",
-           "VECTOR_INDEX_MIN_ROWS", "CorpusStore", "Writer", "checkpoint", "ivf_partitions", "optimize_store",
-           "write_fragments"]
+           "VECTOR_INDEX", "VECTOR_INDEX_MIN_ROWS", "CorpusStore", "Writer", "checkpoint", "index_kind", "ivf_partitions",
+           "optimize_store", "write_fragments"]

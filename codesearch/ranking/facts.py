@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from typing import Any
@@ -156,16 +156,13 @@ class SymbolTable:
         self.names, self.start, self.chunks, self.written = names, start, chunks, written
 
     @classmethod
-    def build(cls, symbols: Iterable[tuple[int, Iterable[str]]], only: Collection[str] | None = None) -> SymbolTable:
-        """From ``(chunk, its symbols)`` in chunk order: each symbol answers to its :func:`definition_names`
-        (with ``only``, only the lowercased names in it: a table for one query's names)."""
+    def build(cls, symbols: Iterable[tuple[int, Iterable[str]]]) -> SymbolTable:
+        """From ``(chunk, its symbols)`` in chunk order: each symbol answers to its :func:`definition_names`."""
         table: dict[str, list[Definition]] = {}
         for chunk, names in symbols:
             for symbol in names:
                 for name in definition_names(symbol):
                     lower = name.lower()
-                    if only is not None and lower not in only:
-                        continue
                     entries = table.setdefault(lower, [])
                     if not entries or entries[-1].chunk != chunk:
                         entries.append(Definition(chunk, name))
