@@ -216,7 +216,7 @@ class RepoWorker:
         were out of date (hashed, found the same: recorded anew so that the
         next refresh leaves them unread).
         """
-        started, cpu_before = time.perf_counter(), cpu_seconds()
+        started, cpu_before, began_at = time.perf_counter(), cpu_seconds(), time.time()
         spec = self.spec
         in_repo = f"repo = {sql_string(repo)}"
         known = self._read(FILES, ["path", "sha256", "size", "mtime_ns", "chunks"], in_repo)
@@ -294,7 +294,8 @@ class RepoWorker:
             "embedded_full": counts["full"],
             "reused": counts["reused"], "cut_files": len(changed), "hashed_files": len(tasks),
             "files_seen": listing.files_seen,
-            "seconds": round(time.perf_counter() - started, 3), "pid": os.getpid(), "peak_rss_mb": peak_rss_mb(),
+            "seconds": round(time.perf_counter() - started, 3), "began_at": round(began_at, 3),
+            "ended_at": round(time.time(), 3), "pid": os.getpid(), "peak_rss_mb": peak_rss_mb(),
             "cpu_s": round(cpu_seconds() - cpu_before, 3), "process_cpu_s": round(cpu_seconds(), 3),
         }
         done = dict.fromkeys(self.schema.names)

@@ -95,7 +95,9 @@ class CorpusReport:
         unchanged_repos: repositories a refresh skipped: no file added, removed or with other stats.
         seconds: wall time; ``pipeline_s``: of it, the actors' run (their start included) and the commits;
             ``ray_start_s``: of that, starting (or joining) Ray; ``stream_s``: the rest, from the first repository
-            handed out to the last one committed (the actors' start and model load included); ``optimize_s``:
+            handed out to the last one committed (the actors' start and model load included); ``work_s``: of that,
+            from the first repository an actor began to the last one the driver received (the actors' start left
+            out: the steady pace a long build runs at); ``optimize_s``:
             compaction and indexes (a Ray task when Ray ran); ``optimized``: whether they ran (a small refresh
             leaves its rows to the indexes' flat scan, :meth:`~codesearch.corpus.store.Writer.optimize`);
             ``keywords_s``: fitting and storing the BM25 of the repositories whose chunks changed;
@@ -127,6 +129,7 @@ class CorpusReport:
     pipeline_s: float = 0.0
     ray_start_s: float = 0.0
     stream_s: float = 0.0
+    work_s: float = 0.0
     optimize_s: float = 0.0
     optimized: bool = False
     keywords_s: float = 0.0
@@ -489,10 +492,13 @@ class Corpus:
         buffered = 0
         bar = tqdm(total=total, desc="repositories", unit="repo", disable=not self.progress)
         began, cpu_began = time.perf_counter(), cpu_seconds()
+        first_begun = math.inf
         try:
             for result in results:
                 done.append(result)
                 payload = result.payload
+                first_begun = min(first_begun, payload.get("began_at", math.inf))
+                report.work_s = round(max(time.time() - first_begun, 0.0), 3) if first_begun < math.inf else 0.0
                 if payload["inserted"] or payload["delete_ids"]:
                     touched.append(result.repo)
                 buffered += payload["inserted"] + payload["updated"]
