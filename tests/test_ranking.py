@@ -76,6 +76,10 @@ def test_definition_names_and_path_facts() -> None:
     assert path_classes("tests/test_a.py") == {"test"}
     assert path_classes("src/compat/legacy.py") == {"compat"}
     assert path_classes("examples/demo.py") == {"example"}
+    # A file named as an example folder is one wherever it lies; a stem that only starts so is not.
+    assert path_classes("lua/lazy/example.lua") == path_classes("src/Examples.java") == {"example"}
+    assert path_classes("src/example_parser.py") == path_classes("src/exampleparser.py") == frozenset()
+    assert path_classes("config.example.json") == {"config"}
     assert path_classes("pkg/__init__.py") == {"reexport"}
     assert path_classes("types/index.d.ts") == {"stub"}
     assert path_classes("docs/guide.md") == {"doc"}

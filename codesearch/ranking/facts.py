@@ -31,6 +31,8 @@ PATH_CLASSES = (TEST, COMPAT, EXAMPLE, REEXPORT, STUB, DOC, CONFIG)
 
 _COMPAT_DIRS = frozenset({"compat", "_compat", "legacy", "deprecated"})
 _EXAMPLE_DIRS = frozenset({"example", "examples", "_example", "_examples", "docs_src", "samples", "sample"})
+_EXAMPLE_STEMS = frozenset({"example", "examples"})
+"""File stems that make a file an example wherever it lies (``lua/lazy/example.lua``), as its folder would."""
 _REEXPORT_FILES = frozenset({"__init__.py", "package-info.java", "module-info.java"})
 QUALIFIERS = re.compile(r"::|\\|->|\.|#|:")
 """What separates the parts of a qualified name in the languages indexed: ``::``, ``\\``, ``->``, ``.``, ``#``, ``:``."""
@@ -120,6 +122,8 @@ def path_classes(path: str, kind: str | None = None) -> frozenset[str]:
     found |= _folder_classes(folder)
     if name in _REEXPORT_FILES:
         found.add(REEXPORT)
+    if file_stem(name).lower() in _EXAMPLE_STEMS:
+        found.add(EXAMPLE)
     if name.endswith((".d.ts", ".d.mts", ".d.cts", ".pyi")):
         found.add(STUB)
     return frozenset(found)
