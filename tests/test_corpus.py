@@ -176,7 +176,7 @@ def test_build_then_search_both_repositories_and_each(built: tuple[Corpus, dict[
     report = c.last_report
     assert report is not None and report.inserted == status["chunks"]
     # The actors' working window: inside the stream, which also holds their start.
-    assert report.ray and 0 < report.work_s <= report.stream_s < report.pipeline_s
+    assert report.ray and 0 < report.work_s <= report.stream_s <= report.pipeline_s
     both = c.search("middleware logs request and session redirect", k=10)
     assert {h.repo for h in both} == {"pyreq", "gochi"}
     for name in repos:
