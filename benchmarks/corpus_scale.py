@@ -326,9 +326,10 @@ def process_ceiling(paths: Sequence[str], scratch: Path) -> dict[str, Any]:
     import subprocess
 
     from codesearch.corpus.corpus import parse_paths
+    from codesearch.files.scan import list_files
 
     roots = dict(zip(paths, (root for _, root in parse_paths(paths))))  # NAME=PATH or PATH
-    sizes = {p: sum(f.stat().st_size for f in Path(roots[p]).rglob("*") if f.is_file()) for p in paths}
+    sizes = {p: sum(f.size for f in list_files(roots[p]).files) for p in paths}  # the bytes an actor reads
     halves: list[list[str]] = [[], []]
     for path in sorted(paths, key=lambda p: -sizes[p]):
         min(halves, key=lambda h: sum(sizes[p] for p in h)).append(path)
