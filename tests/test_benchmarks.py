@@ -690,11 +690,15 @@ def test_corpus_scale_projects_throughput_from_cpu_accounting(monkeypatch: pytes
     # With the stream timed apart from Ray's start, the driver's CPU while it streamed is what competes.
     streamed = corpus_scale.with_projection({**report, "stream_s": 55.0, "driver_stream_cpu_s": 2.0})
     assert streamed["stream_chunks_per_s"] == 1800.0 and streamed["projected_chunks_per_s"] == 3193.5  # 62 / 2 = 31 s
+    assert "work_chunks_per_s" not in streamed  # a report without the actors' window (an older corpus) has none
+    working = corpus_scale.with_projection({**report, "stream_s": 55.0, "work_s": 49.5, "driver_stream_cpu_s": 2.0})
+    assert working["work_chunks_per_s"] == 2000.0
     busy_driver = corpus_scale.with_projection({**report, "stream_s": 55.0, "driver_stream_cpu_s": 36.0})
     assert busy_driver["projected_chunks_per_s"] == 2062.5  # (30 + 30 + 36) / 2 cores = 48 s
     build = {"static_1_actor": facts, "static_2_actor": facts, "static_actor_speedup": 1.05,
-             "static_actor_speedup_stream": 1.1, "static_actor_speedup_projected": 1.55,
+             "static_actor_speedup_stream": 1.1, "static_actor_speedup_work": 1.3, "static_actor_speedup_projected": 1.55,
              "static_actor_speedup_rounds": [0.9, 1.05, 1.2]}
     corpus_scale.print_tables({"sizes": {"10k": {"chunks": 9_956, "build": build}}, "notes": []})
-    assert "static: 2 actors / 1 actor, wall 1.05, streaming 1.1, projected 1.55 (medians of 3 rounds)" in \
+    assert ("static: 2 actors / 1 actor, wall 1.05, streaming 1.1, working (actors' start left out) 1.3, "
+            "projected 1.55 (medians of 3 rounds)") in \
         capsys.readouterr().out
