@@ -358,9 +358,10 @@ def process_ceiling(paths: Sequence[str], scratch: Path) -> dict[str, Any]:
 
 
 def actor_builds(work: Path, label: str, paths: dict[str, list[str]], rounds: dict[str, int]) -> dict[str, Any]:
-    """Builds of ``paths`` with 1 and 2 actors per tier, in turn ``rounds[tier]`` times (a noisy minute weighs on
-    both alike): each count's median round by throughput, and the medians of the rounds' side-by-side ratios
-    (``<tier>_actor_speedup``, ``_stream``, ``_projected``). The full tier's 2-actor store stays as ``full10k``."""
+    """Builds of ``paths`` with 1 and 2 actors per tier, in turn ``rounds[tier]`` times, the order swapped every
+    round (a noisy minute or a drift weighs on both alike): each count's median round by throughput, and the
+    medians of the rounds' side-by-side ratios (``<tier>_actor_speedup``, ``_stream``, ``_work``, ``_projected``).
+    The full tier's 2-actor store stays as ``full10k``."""
     build: dict[str, Any] = {}
     names = {"chunks_per_s": "", "stream_chunks_per_s": "_stream", "work_chunks_per_s": "_work",
              "projected_chunks_per_s": "_projected", "ceiling": "_ceiling"}
@@ -369,7 +370,7 @@ def actor_builds(work: Path, label: str, paths: dict[str, list[str]], rounds: di
         runs: dict[int, list[dict[str, Any]]] = {1: [], 2: []}
         for round_ in range(rounds[tier]):
             built = {}
-            for actors in (1, 2):
+            for actors in ((1, 2) if round_ % 2 == 0 else (2, 1)):  # ABAB..., so a drift weighs on both alike
                 store = work / (f"{tier}{label}-a{actors}" if (tier, actors) != ("full", 2) else f"full{label}")
                 shutil.rmtree(store, ignore_errors=True)
                 facts = built[actors] = run_corpus(store, "build", tier_paths, tier=tier, actors=actors)
