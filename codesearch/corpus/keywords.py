@@ -55,13 +55,14 @@ def repo_bm25(keyword_texts: pa.Array | pa.ChunkedArray) -> BM25:
     The single index numbers a term when a chunk first holds it, chunk after
     chunk; Arrow's dictionary encoding numbers values in the order they first
     occur, so the numbering, and with it every array of the fit, is the same.
+
+    A repository's terms past 2 GiB overflow 32-bit offsets once combined: its
+    callers read them as large strings (:func:`~codesearch.corpus.schema.wide_strings`,
+    before they take rows in order, which would overflow first).
     """
     import pyarrow.compute as pc
 
-    # Terms are runs of word characters joined by single spaces; an empty chunk splits into one empty string. As
-    # large strings: a repository's terms past 2 GiB would overflow 32-bit offsets once combined.
-    if pa.types.is_string(keyword_texts.type):
-        keyword_texts = keyword_texts.cast(pa.large_string())
+    # Terms are runs of word characters joined by single spaces; an empty chunk splits into one empty string.
     tokens = pc.split_pattern(keyword_texts, " ")
     if isinstance(tokens, pa.ChunkedArray):
         tokens = tokens.combine_chunks()
