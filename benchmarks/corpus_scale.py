@@ -5,6 +5,8 @@ Usage:
         [--work DIR] [--single-indexes DIR] [--sizes 10k,100k,1m] [--latency-queries 100] [--json OUT]
     python benchmarks/corpus_scale.py --refresh-only --semble-benchmarks SEMBLE/benchmarks --mirrors MIRRORS
         [--sizes 10k,100k] [--json OUT]          # the build and a refresh after 1% of files changed, alone
+    python benchmarks/corpus_scale.py --builds-only --sizes 1m --build-rounds 1 --no-ceiling [--two-first] ...
+                                                 # a million real chunks (the trees x100) built with 1 and 2 actors
 
 What it runs (every build and refresh in a new process with its own local
 Ray, so the driver's memory is its own; throughput is chunks written over
@@ -357,11 +359,13 @@ def process_ceiling(paths: Sequence[str], scratch: Path) -> dict[str, Any]:
             "ratio": round(one["seconds"] / slower, 3)}
 
 
-def actor_builds(work: Path, label: str, paths: dict[str, list[str]], rounds: dict[str, int]) -> dict[str, Any]:
+def actor_builds(work: Path, label: str, paths: dict[str, list[str]], rounds: dict[str, int],
+                 ceiling: bool = True, two_first: bool = False) -> dict[str, Any]:
     """Builds of ``paths`` with 1 and 2 actors per tier, in turn ``rounds[tier]`` times, the order swapped every
     round (a noisy minute or a drift weighs on both alike): each count's median round by throughput, and the
     medians of the rounds' side-by-side ratios (``<tier>_actor_speedup``, ``_stream``, ``_work``, ``_projected``).
-    The full tier's 2-actor store stays as ``full10k``."""
+    The full tier's 2-actor store stays as ``full10k``. ``ceiling``: the static rounds also run the same work in
+    plain processes (the machine's own ratio); ``two_first``: the first round builds with 2 actors first."""
     build: dict[str, Any] = {}
     names = {"chunks_per_s": "", "stream_chunks_per_s": "_stream", "work_chunks_per_s": "_work",
              "projected_chunks_per_s": "_projected", "ceiling": "_ceiling"}
@@ -370,7 +374,7 @@ def actor_builds(work: Path, label: str, paths: dict[str, list[str]], rounds: di
         runs: dict[int, list[dict[str, Any]]] = {1: [], 2: []}
         for round_ in range(rounds[tier]):
             built = {}
-            for actors in ((1, 2) if round_ % 2 == 0 else (2, 1)):  # ABAB..., so a drift weighs on both alike
+            for actors in ((1, 2) if (round_ + two_first) % 2 == 0 else (2, 1)):  # ABAB..., so a drift weighs on both alike
                 store = work / (f"{tier}{label}-a{actors}" if (tier, actors) != ("full", 2) else f"full{label}")
                 shutil.rmtree(store, ignore_errors=True)
                 facts = built[actors] = run_corpus(store, "build", tier_paths, tier=tier, actors=actors)
@@ -380,7 +384,7 @@ def actor_builds(work: Path, label: str, paths: dict[str, list[str]], rounds: di
             for key in names:
                 if key in built[1] and key in built[2]:
                     speedups.setdefault(key, []).append(round(built[2][key] / built[1][key], 3))
-            if tier == "static":  # the same round: what the machine itself allows two processes
+            if tier == "static" and ceiling:  # the same round: what the machine itself allows two processes
                 ceiling = process_ceiling(tier_paths, work / f"ceiling{label}")
                 build.setdefault("static_process_ceiling_rounds", []).append(ceiling)
                 speedups.setdefault("ceiling", []).append(ceiling["ratio"])
@@ -516,8 +520,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--refresh-only", action="store_true",
                         help="only the static builds at --sizes (10k, 100k) and a refresh after editing 1%% of files")
     parser.add_argument("--builds-only", action="store_true",
-                        help="only the builds with 1 and 2 actors at --sizes (10k: both tiers; 100k: the static "
-                             "tier); the rest of an earlier --json is kept")
+                        help="only the builds with 1 and 2 actors at --sizes (10k: both tiers; 100k and 1m: the "
+                             "static tier, the trees copied 10 and 100 times on disk); the rest of an earlier --json "
+                             "is kept")
+    parser.add_argument("--no-ceiling", action="store_true",
+                        help="with --builds-only: leave out the plain-process runs of the 1m builds' work")
+    parser.add_argument("--two-first", action="store_true",
+                        help="with --builds-only at 1m: the first round builds with 2 actors first (a second run "
+                             "swaps the first run's order)")
     parser.add_argument("--json", dest="json_out", type=Path)
     args = parser.parse_args(argv)
     sizes = [s.strip().lower() for s in args.sizes.split(",") if s.strip()]
@@ -564,6 +574,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             trees100 = copy_trees(repos, args.work / "trees", 10)
             out["sizes"].setdefault("100k", {})["build"] = actor_builds(args.work, "100k", {"static": trees100},
                                                                         {"static": args.build_rounds})
+            save()
+        if args.builds_only and "1m" in sizes:  # a million real chunks through Ray: 100 copies of the trees on disk
+            trees1m = copy_trees(repos, args.work / "trees", 100)
+            out["sizes"].setdefault("1m", {})["build"] = actor_builds(args.work, "1m", {"static": trees1m},
+                                                                      {"static": args.build_rounds},
+                                                                      ceiling=not args.no_ceiling,
+                                                                      two_first=args.two_first)
             save()
         shutil.rmtree(args.work / "full10k-a1", ignore_errors=True)
         if args.builds_only:
