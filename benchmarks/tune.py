@@ -71,7 +71,7 @@ from codesearch.scope import CONFIG, DOC  # noqa: E402
 def _variants() -> dict[str, Ranking]:
     out = {"default": DEFAULT}
     candidates = {
-        **{f"coherence_boost={v}": replace(DEFAULT, coherence_boost=v) for v in (0.2, 0.3)},
+        **{f"coherence_boost={v}": replace(DEFAULT, coherence_boost=v) for v in (0.25, 0.35)},
         **{f"static_share={v}": replace(DEFAULT, static_share=v) for v in (0.2, 0.35)},
         "keyword_priors=doc+config": replace(DEFAULT, keyword_priors=frozenset({DOC, CONFIG})),
         "keyword_priors=doc": replace(DEFAULT, keyword_priors=frozenset({DOC})),

@@ -474,10 +474,10 @@ def test_tune_reranks_stored_indexes_and_applies_the_protocol(tmp_path: Path) ->
         CodeSearch(repo.root, index_dir=folders[repo.name], **options).index()
         stamps[repo.name] = sorted(p.stat().st_mtime_ns for p in folders[repo.name].rglob("*"))
     out = tmp_path / "tune.json"
-    assert tune.main([*args, "--variants", "coherence_boost=0.3,keyword_priors=none", "--json", str(out)],
+    assert tune.main([*args, "--variants", "coherence_boost=0.2,keyword_priors=none", "--json", str(out)],
                      searcher_options=options) == 0
     data = json.loads(out.read_text())
-    assert list(data["variants"]) == ["default", "coherence_boost=0.3", "keyword_priors=none"]  # the default first
+    assert list(data["variants"]) == ["default", "coherence_boost=0.2", "keyword_priors=none"]  # the default first
     assert data["variants"]["keyword_priors=none"]["changes"] == {"keyword_priors": []}
     for variant in data["variants"].values():
         assert set(variant["per_repo"]) == {"chi", "redux"}
