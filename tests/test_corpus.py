@@ -791,6 +791,35 @@ def test_repositories_are_handed_to_the_actors_largest_first() -> None:
     assert [name for name, _, _ in largest_first(work, sizes)] == ["far", "large", "mid", "tie", "small"]
 
 
+def test_the_transformer_tier_runs_one_actor_per_gpu_where_ray_has_gpus() -> None:
+    """Where Ray sees GPUs the transformer's pool is one actor per GPU (a GPU and a CPU each); the static tier and a
+    machine without GPUs keep the CPU actors asked for."""
+    from codesearch.corpus.build import actor_pool
+
+    assert actor_pool("full", 2, 4, 1) == (4, {"num_gpus": 1, "num_cpus": 1})
+    assert actor_pool("full", 2, 0, 1) == (2, {"num_cpus": 1})
+    assert actor_pool("static", 3, 4, 2) == (3, {"num_cpus": 2})
+
+
+def test_an_actor_given_a_gpu_asks_onnxruntime_for_cuda_only_where_it_has_the_provider(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ray sets CUDA_VISIBLE_DEVICES for an actor given a GPU: the session then tries CUDA first, with the CPU
+    behind it; a CPU-only onnxruntime or an actor without a GPU keeps the CPU's default (None)."""
+    import onnxruntime as ort
+
+    from codesearch.corpus.build import _providers
+
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert _providers() is None
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    monkeypatch.setattr(ort, "get_available_providers", lambda: ["CPUExecutionProvider"])
+    assert _providers() is None
+    monkeypatch.setattr(ort, "get_available_providers", lambda: ["CUDAExecutionProvider", "CPUExecutionProvider"])
+    assert _providers() == ["CUDAExecutionProvider", "CPUExecutionProvider"]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert _providers() is None
+
+
 def test_small_repositories_share_a_work_item_up_to_the_bundle_size() -> None:
     """Each work item makes at least one fragment: small neighbours go together, large, unknown or empty ones alone."""
     from codesearch.corpus.build import bundles

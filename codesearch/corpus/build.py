@@ -479,12 +479,20 @@ def run_pipeline(ray: Any, items: Sequence[dict[str, list[str]]], spec: WorkerSp
     import ray.data
     from ray.data import ActorPoolStrategy
 
-    _, gpus = _resources(ray)
-    pool: dict[str, Any] = dict(compute=ActorPoolStrategy(size=gpus), num_gpus=1, num_cpus=1) if gpus and \
-        spec.tier == "full" else dict(compute=ActorPoolStrategy(size=actors), num_cpus=spec.threads)
+    size, resources = actor_pool(spec.tier, actors, _resources(ray)[1], spec.threads)
     ds = ray.data.from_items(list(items), override_num_blocks=len(items)).map_batches(
-        RepoWorker, fn_constructor_kwargs={"spec": spec}, batch_size=1, batch_format="pyarrow", **pool)
+        RepoWorker, fn_constructor_kwargs={"spec": spec}, batch_size=1, batch_format="pyarrow",
+        compute=ActorPoolStrategy(size=size), **resources)
     yield from results(ds.iter_batches(batch_size=None, batch_format="pyarrow", prefetch_batches=1))
+
+
+def actor_pool(tier: str, actors: int, gpus: int, threads: int) -> tuple[int, dict[str, int]]:
+    """The actor pool's size and each actor's resources: for the transformer tier where Ray has GPUs, one actor
+    per GPU (one GPU and one CPU each; onnxruntime's CUDA provider, :func:`_providers`); otherwise ``actors``
+    actors of ``threads`` CPUs each (the static tier always: its vectors are a lookup, not a GPU's work)."""
+    if gpus and tier == "full":
+        return gpus, {"num_gpus": 1, "num_cpus": 1}
+    return actors, {"num_cpus": threads}
 
 
 def run_in_process(items: Sequence[tuple[str, str, Listing | None]], spec: WorkerSpec) -> Iterator[RepoResult]:
@@ -500,4 +508,4 @@ def _resources(ray: Any) -> tuple[int, int]:
 
 
 __all__ = ["BLOCK_ROWS", "BUNDLE_BYTES", "FRAGMENT_ROWS", "UNREAD_KINDS", "RepoResult", "RepoWorker", "WorkerSpec",
-           "bundles", "cpu_seconds", "peak_rss_mb", "results", "run_in_process", "run_pipeline"]
+           "actor_pool", "bundles", "cpu_seconds", "peak_rss_mb", "results", "run_in_process", "run_pipeline"]
