@@ -360,11 +360,11 @@ def process_ceiling(paths: Sequence[str], scratch: Path) -> dict[str, Any]:
 
 
 def actor_builds(work: Path, label: str, paths: dict[str, list[str]], rounds: dict[str, int],
-                 ceiling: bool = True, two_first: bool = False) -> dict[str, Any]:
+                 with_ceiling: bool = True, two_first: bool = False) -> dict[str, Any]:
     """Builds of ``paths`` with 1 and 2 actors per tier, in turn ``rounds[tier]`` times, the order swapped every
     round (a noisy minute or a drift weighs on both alike): each count's median round by throughput, and the
     medians of the rounds' side-by-side ratios (``<tier>_actor_speedup``, ``_stream``, ``_work``, ``_projected``).
-    The full tier's 2-actor store stays as ``full10k``. ``ceiling``: the static rounds also run the same work in
+    The full tier's 2-actor store stays as ``full10k``. ``with_ceiling``: the static rounds also run the same work in
     plain processes (the machine's own ratio); ``two_first``: the first round builds with 2 actors first."""
     build: dict[str, Any] = {}
     names = {"chunks_per_s": "", "stream_chunks_per_s": "_stream", "work_chunks_per_s": "_work",
@@ -384,7 +384,7 @@ def actor_builds(work: Path, label: str, paths: dict[str, list[str]], rounds: di
             for key in names:
                 if key in built[1] and key in built[2]:
                     speedups.setdefault(key, []).append(round(built[2][key] / built[1][key], 3))
-            if tier == "static" and ceiling:  # the same round: what the machine itself allows two processes
+            if tier == "static" and with_ceiling:  # the same round: what the machine itself allows two processes
                 ceiling = process_ceiling(tier_paths, work / f"ceiling{label}")
                 build.setdefault("static_process_ceiling_rounds", []).append(ceiling)
                 speedups.setdefault("ceiling", []).append(ceiling["ratio"])
@@ -579,7 +579,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             trees1m = copy_trees(repos, args.work / "trees", 100)
             out["sizes"].setdefault("1m", {})["build"] = actor_builds(args.work, "1m", {"static": trees1m},
                                                                       {"static": args.build_rounds},
-                                                                      ceiling=not args.no_ceiling,
+                                                                      with_ceiling=not args.no_ceiling,
                                                                       two_first=args.two_first)
             save()
         shutil.rmtree(args.work / "full10k-a1", ignore_errors=True)
