@@ -309,6 +309,35 @@ def test_a_small_refresh_runs_in_process_and_leaves_its_rows_to_the_flat_scan(
     assert len(ids) == len(set(ids)) == c.status()["chunks"]
 
 
+def test_a_work_item_of_many_repositories_reads_their_stored_rows_in_one_query_per_table(
+        built: tuple[Corpus, dict[str, Path]], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A refresh's work item holds many repositories with a file or two changed each: their stored file and chunk
+    rows are read once for all of them (a query per repository was most of an actor's time at 1M rows), and each
+    repository gets exactly its own rows."""
+    from codesearch.corpus.build import RepoWorker
+
+    c, repos = built
+    reads: list[tuple[str, str]] = []
+    original = RepoWorker._read
+
+    def counted(self: RepoWorker, name: str, columns: Any, where: str) -> pa.Table | None:
+        reads.append((name, where))
+        return original(self, name, columns, where)
+
+    monkeypatch.setattr(RepoWorker, "_read", counted)
+    for repo, rel in (("gochi", "middleware/logger.go"), ("pyreq", "src/requests/utils.py")):
+        path = repos[repo] / rel
+        path.write_text(path.read_text() + "\n# numbat wombat\n")
+    report = c.refresh()
+    assert (report.ray, report.unchanged_repos, report.changed_files) == (False, 0, 2)
+    assert sorted(name for name, _ in reads) == [CHUNKS, FILES]  # one query per table for both repositories
+    assert all("gochi" in where and "pyreq" in where for _, where in reads)
+    assert report.deleted >= 2 and report.inserted >= 2  # each file's old chunks went, its new ones came
+    ids = table_ids(c)
+    assert len(ids) == len(set(ids)) == c.status()["chunks"]
+    assert "wombat" in c.search("numbat wombat", k=1, repos="pyreq")[0].text
+
+
 def test_a_touched_file_is_hashed_once_and_writes_no_chunk(built: tuple[Corpus, dict[str, Path]]) -> None:
     c, repos = built
     utils = repos["pyreq"] / "src" / "requests" / "utils.py"
