@@ -338,6 +338,26 @@ def test_a_work_item_of_many_repositories_reads_their_stored_rows_in_one_query_p
     assert "wombat" in c.search("numbat wombat", k=1, repos="pyreq")[0].text
 
 
+def test_stored_rows_are_read_a_bounded_number_of_repositories_at_a_time(
+        built: tuple[Corpus, dict[str, Path]], monkeypatch: pytest.MonkeyPatch) -> None:
+    """With room for one repository a query, the same refresh reads each repository's rows alone."""
+    from codesearch.corpus import build as corpus_build
+
+    c, repos = built
+    reads: list[str] = []
+    original = corpus_build.RepoWorker._read
+    monkeypatch.setattr(corpus_build, "STORED_READ_REPOS", 1)
+    monkeypatch.setattr(corpus_build.RepoWorker, "_read",
+                        lambda self, name, columns, where: reads.append(where) or original(self, name, columns, where))
+    for repo, rel in (("gochi", "middleware/logger.go"), ("pyreq", "src/requests/utils.py")):
+        path = repos[repo] / rel
+        path.write_text(path.read_text() + "\n# numbat wombat\n")
+    report = c.refresh()
+    assert report.changed_files == 2 and len(reads) == 4
+    assert sorted(("gochi" in w, "pyreq" in w) for w in reads) == [(False, True)] * 2 + [(True, False)] * 2
+    assert "wombat" in c.search("numbat wombat", k=1, repos="gochi")[0].text
+
+
 def test_a_touched_file_is_hashed_once_and_writes_no_chunk(built: tuple[Corpus, dict[str, Path]]) -> None:
     c, repos = built
     utils = repos["pyreq"] / "src" / "requests" / "utils.py"

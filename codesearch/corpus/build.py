@@ -117,6 +117,9 @@ STORED_FILE_COLUMNS = ["path", "sha256", "size", "mtime_ns", "chunks"]
 STORED_CHUNK_COLUMNS = {"chunk_id": "chunk_id", "path": "path", "content_key": "content_key", "vector_key": "vector_key",
                         "read": "read", "has_vector": "vector IS NOT NULL"}
 """What a worker reads of a repository's stored chunk rows (column or SQL expression)."""
+STORED_READ_REPOS = 32
+"""Repositories of a work item whose stored rows are read in one query: few enough that a work item of large
+repositories with a changed file each does not hold all their rows at once."""
 
 
 def _providers() -> list[str] | None:
@@ -167,8 +170,10 @@ class RepoWorker:
         fragment holding its rows."""
         held: list[pa.Table] = []
         rows: list[pa.Table] = []
-        stored = self._stored([repo for repo, _, _ in items]) if len(items) > 1 else {}
+        stored: dict[str, tuple[pa.Table | None, pa.Table | None]] = {}
         for position, (repo, root, listing) in enumerate(items):
+            if len(items) > 1 and position % STORED_READ_REPOS == 0:  # the next repositories' stored rows, together
+                stored = self._stored([name for name, _, _ in items[position:position + STORED_READ_REPOS]])
             buffered = False  # whether rows of this repository wait to be written
             for table in self.repository(repo, root, listing, stored.get(repo)):
                 record = table["record"][0].as_py()
@@ -218,7 +223,8 @@ class RepoWorker:
     def _stored(self, repos: Sequence[str]) -> dict[str, tuple[pa.Table | None, pa.Table | None]]:
         """The file rows and chunk rows (:data:`STORED_FILE_COLUMNS`, :data:`STORED_CHUNK_COLUMNS`) the corpus holds
         of each of ``repos``, read in one query per table: a refresh's work item holds many repositories with a
-        changed file or two, and a query per repository cost 28 ms each at 1M rows, most of an actor's time."""
+        changed file or two, and a query per repository cost 28 ms each at 1M rows, most of an actor's time
+        (:data:`STORED_READ_REPOS` at a time)."""
         import pyarrow.compute as pc
 
         where = sql_in("repo", list(repos))
