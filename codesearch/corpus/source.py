@@ -132,7 +132,7 @@ class RepoView:
         rows = rows.drop_columns([COLUMN_OF[tier] for tier in vectors]).take(order)
         order = order.to_numpy()  # the vectors are put in order as matrices (Arrow's take of them costs 1-2 ms)
         self.ids = np.asarray(rows["chunk_id"].to_numpy(), dtype=np.int64)
-        # Where each row is in the table, to read hits' texts by row id (4-10 ms by chunk id at 1M rows, 2 by row id).
+        # Where each row is in the table, to read hits' texts by row id (4-10 ms by chunk id at 1M rows, 1-2 by row id).
         self.row_ids = rows["_rowid"].to_numpy() if "_rowid" in rows.column_names else None
         if keywords is not None and np.array_equal(keywords[0], self.ids):
             self.bm25 = keywords[1]
@@ -204,11 +204,13 @@ class RepoView:
             self.texts = self._column("text")
         if self.texts is None:
             assert self._chunks is not None
-            ids = [int(self.ids[i]) for i in rows]
-            if not ids:
+            if not rows:
                 return []
-            where = sql_in("chunk_id", ids) if self.row_ids is None else sql_in("_rowid", [self.row_ids[i] for i in rows])
-            table = self._chunks.to_table(columns=["chunk_id", "text"], filter=where)
+            if self.row_ids is not None:  # by row id: 1-2 ms at 1M rows, against 5 for a `_rowid IN` filter
+                table = self._chunks._take_rows([int(self.row_ids[i]) for i in rows], columns=["text"])
+                return [text or "" for text in table["text"].to_pylist()]
+            ids = [int(self.ids[i]) for i in rows]
+            table = self._chunks.to_table(columns=["chunk_id", "text"], filter=sql_in("chunk_id", ids))
             found = dict(zip(table["chunk_id"].to_pylist(), table["text"].to_pylist()))
             return [found.get(i) or "" for i in ids]
         return [self.texts[i].as_py() or "" for i in rows]
@@ -433,7 +435,7 @@ class CorpusSource:
         restricted = not where.is_unrestricted
         # The lists' reads are independent and Lance releases the GIL: they run side by side.
         jobs: dict[tuple[str, str], Any] = {}
-        pool = _pool()
+        pool = read_pool()
         names = sorted({name.lower() for forms in analyze_query(query).symbols for name in forms})
         if mode != "dense":
             jobs["lists", "bm25"] = pool.submit(self._keyword, query, where, depth, ranking)
@@ -516,8 +518,8 @@ class _LazyVectors(Mapping[int, np.ndarray]):
 
 
 @lru_cache(maxsize=1)
-def _pool() -> ThreadPoolExecutor:
-    """The threads a search's list reads run on (started once per process)."""
+def read_pool() -> ThreadPoolExecutor:
+    """The threads a search's independent reads run on (started once per process)."""
     return ThreadPoolExecutor(4, thread_name_prefix="codesearch-corpus")
 
 
@@ -528,4 +530,4 @@ def _best(found: list[tuple[dict[str, Any], float]], depth: int) -> list[tuple[d
 
 
 __all__ = ["COLUMN_OF", "LIST_OF", "CorpusFacts", "CorpusSource", "Found", "RepoView", "StaleKeywords", "ViewCache",
-           "nearest_options", "scope_sql"]
+           "nearest_options", "read_pool", "scope_sql"]
