@@ -759,6 +759,48 @@ def test_a_vector_index_keeps_its_partitions_and_is_trained_again_once_the_table
         assert row["chunk_id"] in found["chunk_id"].to_pylist()
 
 
+def test_a_vector_index_is_trained_on_fragments_without_deletion_files(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A refresh's deleted rows leave deletion files, over which Lance's IVF training crawled (minutes at 1M rows):
+    an optimize that trains a vector index writes them out first; one that trains none leaves them."""
+    monkeypatch.setattr(corpus_store, "VECTOR_INDEX_MIN_ROWS", 64)
+    from lance.dataset import LanceDataset
+
+    at_training: list[int] = []  # fragments with a deletion file when each vector index was trained
+    create = LanceDataset.create_index
+
+    def spy(self, column, index_type, *args, **kwargs):  # type: ignore[no-untyped-def]
+        at_training.append(sum(f.metadata.deletion_file is not None for f in self.get_fragments()))
+        return create(self, column, index_type, *args, **kwargs)
+
+    monkeypatch.setattr(LanceDataset, "create_index", spy)
+    store = corpus_store.CorpusStore(tmp_path / "corpus")
+    with store.writer() as writer:
+        _append(store, writer, _chunk_rows(0, 900))
+        ds = store.latest(CHUNKS)
+        assert ds is not None
+        ds.delete("chunk_id % 100 = 7")  # 1% of the rows, as a refresh deletes them
+        ds = store.latest(CHUNKS)
+        assert ds is not None and any(f.metadata.deletion_file is not None for f in ds.get_fragments())
+        writer.versions[CHUNKS] = ds.version
+        assert writer.optimize(has_full=False)
+        assert at_training == [0]
+        after = store.latest(CHUNKS)
+        assert after is not None and after.count_rows() == 891
+        assert not any(f.metadata.deletion_file is not None for f in after.get_fragments())
+
+        # Rows deleted again with the index in place: an optimize that trains nothing keeps the deletion file.
+        after.delete("chunk_id % 100 = 8")
+        after = store.latest(CHUNKS)
+        assert after is not None
+        writer.versions[CHUNKS] = after.version
+        writer.optimize(has_full=False)
+        assert at_training == [0]
+        kept = store.latest(CHUNKS)
+        assert kept is not None and kept.count_rows() == 882
+        assert any(f.metadata.deletion_file is not None for f in kept.get_fragments())
+
+
 def test_a_vector_index_of_another_kind_is_made_again_as_ivf_flat_and_only_a_quantised_one_is_refined(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A corpus written with IVF_SQ (before IVF_FLAT) is searched with a refine step until its next optimize, which
