@@ -715,8 +715,8 @@ def _append(store: corpus_store.CorpusStore, writer: corpus_store.Writer, rows: 
 
 def test_a_vector_index_keeps_its_partitions_and_is_trained_again_once_the_table_outgrows_it(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Partitions follow √rows; Lance's own index optimisation keeps them; a table grown 4-fold gets an index
-    trained anew (new rows would otherwise only fatten the old partitions)."""
+    """Partitions follow 2·√rows (256 rows each at least); Lance's own index optimisation keeps them; a table grown
+    4-fold gets an index trained anew (new rows would otherwise only fatten the old partitions)."""
     monkeypatch.setattr(corpus_store, "VECTOR_INDEX_MIN_ROWS", 64)
     from lance.dataset import DatasetOptimizer
 
@@ -729,7 +729,8 @@ def test_a_vector_index_keeps_its_partitions_and_is_trained_again_once_the_table
 
     monkeypatch.setattr(DatasetOptimizer, "optimize_indices", spy)
     store = corpus_store.CorpusStore(tmp_path / "corpus")
-    assert corpus_store.ivf_partitions(1_000_000) == 1000 and corpus_store.ivf_partitions(10) == 8
+    assert corpus_store.ivf_partitions(1_000_000) == 2000 and corpus_store.ivf_partitions(10) == 8
+    assert corpus_store.ivf_partitions(10_000) == 39  # under 262k rows: 256 rows a partition
     with store.writer() as writer:
         _append(store, writer, _chunk_rows(0, 900))
         assert writer.optimize(has_full=False)
@@ -805,7 +806,7 @@ def test_a_vector_index_of_another_kind_is_made_again_as_ivf_flat_and_only_a_qua
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A corpus written with IVF_SQ (before IVF_FLAT) is searched with a refine step until its next optimize, which
     makes the index again as IVF_FLAT: exact distances, no refine, a row's own vector first."""
-    from codesearch.corpus.source import REFINE_FACTOR, nearest_options
+    from codesearch.corpus.source import MINIMUM_NPROBES, REFINE_FACTOR, nearest_options
 
     monkeypatch.setattr(corpus_store, "VECTOR_INDEX_MIN_ROWS", 64)
     store = corpus_store.CorpusStore(tmp_path / "corpus")
@@ -822,7 +823,7 @@ def test_a_vector_index_of_another_kind_is_made_again_as_ivf_flat_and_only_a_qua
         kinds = {index["name"]: index["type"] for index in flat.list_indices()}
         assert kinds["static_vector_idx"] == corpus_store.VECTOR_INDEX == "IVF_FLAT"
         options = nearest_options(flat, "static_vector")
-        assert "refine_factor" not in options and options["minimum_nprobes"] == 30
+        assert "refine_factor" not in options and options["minimum_nprobes"] == MINIMUM_NPROBES
         assert not writer.optimize(has_full=False, always=False)  # nothing left to do
         row = flat.take([123], columns=["chunk_id", "static_vector"]).to_pylist()[0]
         vector = np.asarray(row["static_vector"], dtype=np.float32)

@@ -51,15 +51,16 @@ COLUMN_OF: dict[str, str] = {FULL: "vector", STATIC: "static_vector"}
 KEY_COLUMNS = ["chunk_id", "repo", "path", "ordinal"]
 """What a list's read takes of each candidate: its id and what orders equal scores (the rest is read once, after)."""
 ROW_COLUMNS = ["start_line", "end_line", "kind", "symbols", "text"]
-MINIMUM_NPROBES = 30
+MINIMUM_NPROBES = 40
 """IVF partitions searched at least (never ``nprobes`` alone, which also caps them and loses rows under a prefilter)."""
-MAXIMUM_NPROBES = 60
+MAXIMUM_NPROBES = 80
 """IVF partitions searched at most on a first try; a search that finds fewer rows than it asked for (a selective
 prefilter) is run again without the cap. Uncapped, Lance probed far more partitions than needed on the 1M-row
 corpus of repeated chunks (154 ms a search; capped at 40 of 228: 34 ms). Static vectors' recall@100 there with
 IVF_SQ: 0.94 at 20-40 partitions, 0.96 at 30-60 (ANN p50 51 and 53 ms), 0.96 at 40-80 (77 ms); 1.000 at 10k and
 100k. With IVF_FLAT on 50 DEV queries: 0.94 at 30-60 (12 ms), 0.96 at 50-100 (17 ms), 0.98 at 80-160 (21 ms), and
-1.00 at 30-60 on 50 other queries: kept at 30-60, not moved to pass one sample."""
+1.00 at 30-60 on 50 other queries. With twice the partitions (:func:`~codesearch.corpus.store.ivf_partitions`,
+2,000 at 1M rows), 40-80: 0.98 in 8.2 ms, against 0.96 in 6.0 ms at 30-60 (the sample of 50 DEV queries)."""
 REFINE_FACTOR = 2
 """A quantised vector index's distances (IVF_SQ, as corpora made before IVF_FLAT have until their next optimize)
 re-ranked exactly over this many times ``k`` rows."""
