@@ -802,6 +802,31 @@ def test_a_vector_index_is_trained_on_fragments_without_deletion_files(
         assert any(f.metadata.deletion_file is not None for f in kept.get_fragments())
 
 
+def test_row_keys_give_each_row_its_own_keys_by_row_id(tmp_path: Path) -> None:
+    """The keys an org-wide search orders its candidates by, read once per version, are each row's own: over two
+    fragments, after deletions, and nothing for a row id the version does not hold."""
+    from codesearch.corpus.source import KEY_COLUMNS, RowKeys
+
+    store = corpus_store.CorpusStore(tmp_path / "corpus")
+    with store.writer() as writer:
+        _append(store, writer, _chunk_rows(0, 300))
+        _append(store, writer, _chunk_rows(300, 200).set_column(1, "repo", pa.array(["q"] * 200)))
+        ds = store.latest(CHUNKS)
+        assert ds is not None
+        ds.delete("chunk_id % 7 = 3")
+        ds = store.latest(CHUNKS)
+        assert ds is not None and len(ds.get_fragments()) == 2
+        table = ds.to_table(columns=KEY_COLUMNS, with_row_id=True)
+        keys = RowKeys(ds)
+        assert keys.version == ds.version
+        picked = table["_rowid"].to_pylist()[::13][::-1]
+        got = keys.rows(picked)
+        expected = {row["_rowid"]: row for row in table.to_pylist()}
+        assert [got[i] for i in picked] == [expected[i] for i in picked]
+        assert {got[i]["repo"] for i in picked} == {"r", "q"}
+        assert keys.rows([max(expected) + 1]) == {}
+
+
 def test_a_vector_index_of_another_kind_is_made_again_as_ivf_flat_and_only_a_quantised_one_is_refined(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A corpus written with IVF_SQ (before IVF_FLAT) is searched with a refine step until its next optimize, which

@@ -48,7 +48,7 @@ from codesearch.corpus.schema import (
     sql_in,
     sql_string,
 )
-from codesearch.corpus.source import CorpusSource, RepoView, StaleKeywords, ViewCache, _FileSet, read_pool
+from codesearch.corpus.source import CorpusSource, RepoView, RowKeys, StaleKeywords, ViewCache, _FileSet, read_pool
 from codesearch.corpus.store import CorpusStore, Writer, optimize_store
 from codesearch.embedding.catalogue import DEFAULT_MODEL, ModelSpec, resolve_model
 from codesearch.exceptions import ModelMismatchError, RepositoryNotInCorpusError, RootNotFoundError
@@ -231,6 +231,7 @@ class Corpus:
         self._full: TextEmbedder | None = model if hasattr(model, "embed_query") else None  # type: ignore[assignment]
         self._views = ViewCache(VIEW_CACHE_BYTES)
         self._files: dict[tuple[int, tuple[str, ...] | None], _FileSet] = {}
+        self._keys: RowKeys | None = None  # the chunks table's at the version last searched across repositories
         self._fits: StoredFits | None = None  # the keywords table at the manifest's version
         self.last_report: CorpusReport | None = None
 
@@ -602,7 +603,8 @@ class Corpus:
         chunks = self.store.open(CHUNKS, version)
         assert chunks is not None
         scoped = None if repos is None else names
-        source = CorpusSource(chunks, self._file_set(manifest, scoped), scoped, exact=exact)
+        source = CorpusSource(chunks, self._file_set(manifest, scoped), scoped, exact=exact, keys=self._keys)
+        self._keys = source.keys
         found = source.rank(query, mode, tier, vector, self.ranking, k, where)
         return [_hit(found.rows[i], score, found.rows[i]["text"]) for i, score in found.ranked]
 

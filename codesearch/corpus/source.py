@@ -49,7 +49,8 @@ if TYPE_CHECKING:
 
 COLUMN_OF: dict[str, str] = {FULL: "vector", STATIC: "static_vector"}
 KEY_COLUMNS = ["chunk_id", "repo", "path", "ordinal"]
-"""What a list's read takes of each candidate: its id and what orders equal scores (the rest is read once, after)."""
+"""What orders a list's equal scores: each candidate's id, repository, path and place in file (:class:`RowKeys`; the
+rest is read once, for the hits)."""
 ROW_COLUMNS = ["start_line", "end_line", "kind", "symbols", "text"]
 MINIMUM_NPROBES = 40
 """IVF partitions searched at least (never ``nprobes`` alone, which also caps them and loses rows under a prefilter)."""
@@ -360,6 +361,47 @@ class Found:
     ranked: list[tuple[int, float]]
 
 
+class RowKeys:
+    """What orders equal scores (:data:`KEY_COLUMNS`) for every row of the chunks table at one version, by row id.
+
+    Read once per version (one scan of four columns: 1 s at 1M rows, 25 MB
+    kept), so that a search's lists read row ids and scores alone: reading
+    those columns for their rows inside each index's search cost 5-8 ms a
+    list at 1M rows, most of the work of an org-wide query besides the two
+    searches themselves.
+    """
+
+    def __init__(self, ds: lance.LanceDataset) -> None:
+        import pyarrow.compute as pc
+
+        self.version = ds.version
+        table = ds.to_table(columns=KEY_COLUMNS, with_row_id=True)
+        row_ids = np.asarray(table["_rowid"].to_numpy(), dtype=np.uint64)
+        order = np.argsort(row_ids, kind="stable") if np.any(row_ids[1:] < row_ids[:-1]) else None
+        files = pc.dictionary_encode(pc.binary_join_element_wise(table["repo"], table["path"], "\0")).combine_chunks()
+        self.row_ids = row_ids if order is None else row_ids[order]
+        columns = {"chunk_id": table["chunk_id"].to_numpy(), "ordinal": table["ordinal"].to_numpy(),
+                   "file": files.indices.to_numpy()}
+        self.chunk_ids, self.ordinals, self.file_of = (v if order is None else v[order] for v in columns.values())
+        self.files = [tuple(key.split("\0", 1)) for key in files.dictionary.to_pylist()]
+
+    @property
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in (self.row_ids, self.chunk_ids, self.ordinals, self.file_of)) + 64 * len(self.files)
+
+    def rows(self, row_ids: Sequence[int]) -> dict[int, dict[str, Any]]:
+        """The rows ``row_ids`` (those of this version) as dicts of :data:`KEY_COLUMNS` and ``_rowid``."""
+        wanted = np.asarray(row_ids, dtype=np.uint64)
+        at = np.minimum(np.searchsorted(self.row_ids, wanted), len(self.row_ids) - 1)
+        out = {}
+        for row_id, i in zip(wanted.tolist(), at.tolist()):
+            if self.row_ids[i] == row_id:
+                repo, path = self.files[self.file_of[i]]
+                out[row_id] = {"chunk_id": int(self.chunk_ids[i]), "repo": repo, "path": path,
+                               "ordinal": int(self.ordinals[i]), "_rowid": row_id}
+        return out
+
+
 class CorpusSource:
     """Candidates and facts of a search across repositories, from the chunks table's indexes.
 
@@ -368,34 +410,34 @@ class CorpusSource:
         files: ``(repos, paths)`` of every file with chunks of the repositories searched.
         repos: the repositories searched (``None``: all).
         exact: score vectors by exact search instead of the vector index (the benchmark's reference).
+        keys: the table's :class:`RowKeys` at ``chunks``' version (read here when not given or of another).
     """
 
     def __init__(self, chunks: lance.LanceDataset, files: _FileSet, repos: Sequence[str] | None,
-                 exact: bool = False) -> None:
+                 exact: bool = False, keys: RowKeys | None = None) -> None:
         self.ds = chunks
         self.files = files
         self.repos = list(repos) if repos is not None else None
         self.exact = exact
+        self.keys = keys if keys is not None and keys.version == chunks.version else RowKeys(chunks)
 
     def _where(self, where: Scope | None) -> str | None:
         return _and([sql_in("repo", self.repos) if self.repos is not None else None,
                      *(scope_sql(where) if where is not None else [])])
 
-    def _keyword(self, query: str, where: Scope | None, depth: int, ranking: Ranking) -> list[tuple[dict[str, Any], float]]:
+    def _keyword(self, query: str, where: Scope | None, depth: int, ranking: Ranking) -> list[tuple[int, float]]:
+        """The full-text index's best rows for ``query``: (row id, score), ``depth`` of them or twice that where
+        globs or keyword priors are applied after the read (:meth:`_cut`)."""
         globs = where is not None and bool(where.include or where.exclude)
         priors = ranking.priors and bool(set(ranking.keyword_priors) & set(ranking.prior_multipliers))
         fetch = depth * (OVERFETCH if globs or priors else 1)
-        table = full_text(self.ds, query, self._where(where), fetch, [*KEY_COLUMNS, "_rowid"])
-        cache: dict[str, float] = {}
-        out = []
-        for row in table.to_pylist():
-            score = float(row.pop("_score")) * keyword_prior(row["path"], ranking, cache)
-            if score > 0 and (not globs or where is None or where.allows_path(row["path"])):
-                out.append((row, score))
-        return _best(out, depth)
+        table = full_text(self.ds, query, self._where(where), fetch, ["_rowid"])
+        return list(zip(table["_rowid"].to_pylist(), table["_score"].to_pylist()))
 
     def _vector(self, tier: Tier, query_vector: np.ndarray, where: Scope | None, depth: int
-                ) -> list[tuple[dict[str, Any], float]]:
+                ) -> list[tuple[int, float]]:
+        """The vector index's nearest rows to ``query_vector``: (row id, dot product), twice ``depth`` where globs are
+        applied after the read."""
         column = COLUMN_OF[tier]
         globs = where is not None and bool(where.include or where.exclude)
         fetch = depth * (OVERFETCH if globs else 1)
@@ -405,18 +447,27 @@ class CorpusSource:
         filter_ = self._where(where)
 
         def read(nearest: dict[str, Any]) -> pa.Table:
-            return self.ds.to_table(nearest=nearest, columns=[*KEY_COLUMNS, column], filter=filter_,
+            return self.ds.to_table(nearest=nearest, columns=["_distance"], filter=filter_,
                                     prefilter=filter_ is not None, with_row_id=True, disable_scoring_autoprojection=True)
 
         table = read(nearest)
         if table.num_rows < fetch and not self.exact:
             table = read({key: value for key, value in nearest.items() if key != "maximum_nprobes"})
+        # The "dot" metric's distance is 1 - dot, exact in IVF_FLAT's partitions (and after a quantised index's
+        # refine step): the scores a single index computes, without reading the vectors.
+        distances = np.asarray(table["_distance"].to_numpy(zero_copy_only=False), dtype=np.float32)
+        return list(zip(table["_rowid"].to_pylist(), (np.float32(1.0) - distances).tolist()))
+
+    def _cut(self, found: list[tuple[int, float]], rows: Mapping[int, dict[str, Any]], where: Scope | None,
+             depth: int, ranking: Ranking | None) -> list[tuple[dict[str, Any], float]]:
+        """A list's ``depth`` best rows in scope, weighed by the keyword priors (``ranking``; ``None``: none)."""
+        globs = where is not None and bool(where.include or where.exclude)
+        cache: dict[str, float] = {}
         out = []
-        vectors = _matrix(table[column], len(query_vector)) if table.num_rows else np.zeros((0, len(query_vector)),
-                                                                                            dtype=np.float32)
-        scores = vectors @ query_vector  # exact scores of the rows found, as a single index computes them
-        for row, score in zip(table.to_pylist(), scores.tolist()):
-            if not globs or where is None or where.allows_path(row["path"]):
+        for row_id, raw in found:
+            row = rows[row_id]
+            score = raw * keyword_prior(row["path"], ranking, cache) if ranking is not None else raw
+            if score > 0 and (not globs or where is None or where.allows_path(row["path"])):
                 out.append((row, score))
         return _best(out, depth)
 
@@ -450,9 +501,13 @@ class CorpusSource:
         if ranking.definitions:
             jobs["definitions", ""] = pool.submit(self._definitions, names, where)
         done = {key: job.result() for key, job in jobs.items()}
-        lists: dict[str, list[tuple[dict[str, Any], float]]] = {n: v for (kind, n), v in done.items() if kind == "lists"}
-        whole: dict[str, list[tuple[dict[str, Any], float]]] = {n: v for (kind, n), v in done.items() if kind == "whole"}
-        definitions: list[dict[str, Any]] = done.get(("definitions", ""), [])
+        definitions: list[dict[str, Any]] = done.pop(("definitions", ""), [])
+        keys = self.keys.rows([row_id for found in done.values() for row_id, _ in found])
+        cut = {(kind, name): self._cut(found, keys, where if kind == "lists" else None, depth,
+                                        ranking if name == "bm25" else None)
+               for (kind, name), found in done.items()}
+        lists: dict[str, list[tuple[dict[str, Any], float]]] = {n: v for (kind, n), v in cut.items() if kind == "lists"}
+        whole: dict[str, list[tuple[dict[str, Any], float]]] = {n: v for (kind, n), v in cut.items() if kind == "whole"}
         rows: dict[int, dict[str, Any]] = {}
         for found in lists.values():
             for row, _ in found:
@@ -530,5 +585,5 @@ def _best(found: list[tuple[dict[str, Any], float]], depth: int) -> list[tuple[d
     return found[:depth]
 
 
-__all__ = ["COLUMN_OF", "LIST_OF", "CorpusFacts", "CorpusSource", "Found", "RepoView", "StaleKeywords", "ViewCache",
-           "nearest_options", "read_pool", "scope_sql"]
+__all__ = ["COLUMN_OF", "LIST_OF", "CorpusFacts", "CorpusSource", "Found", "RepoView", "RowKeys", "StaleKeywords",
+           "ViewCache", "nearest_options", "read_pool", "scope_sql"]
