@@ -420,6 +420,7 @@ class Corpus:
         report.driver_cpu_s = round(cpu_seconds() - cpu_before, 3)
         self.last_report = report
         self._views.clear()
+        self._keys = None  # the table's keys of the version before (read again by the next org-wide search)
         return report
 
     def _optimize(self, report: CorpusReport, writer: Writer, has_full: bool, always: bool, ray: Any) -> None:

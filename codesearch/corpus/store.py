@@ -429,14 +429,14 @@ class Writer:
         # A vector index is trained on fragments without deletion files: Lance's IVF training over a fragment with
         # one (a refresh's deleted rows) ran single-threaded for over 11 minutes on 1M rows with 0.25% deleted,
         # against 35 s once the deletions were written out (8 s more of compaction; lance 14.0.2).
-        training = any(kind == VECTOR_INDEX for _, kind in _indexes_to_make(ds, has_full))
-        if training:
+        # (Decided before the compaction, which changes neither the rows nor the indexes a query needs.)
+        missing = _indexes_to_make(ds, has_full)
+        if any(kind == VECTOR_INDEX for _, kind in missing):
             ds.optimize.compact_files(materialize_deletions_threshold=0.0)
         else:
             ds.optimize.compact_files()
         ds = self.store.latest(CHUNKS)
         assert ds is not None
-        missing = _indexes_to_make(ds, has_full)
         rows = ds.count_rows()
         for column, kind in missing:
             if kind == "INVERTED":
