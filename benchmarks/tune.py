@@ -29,7 +29,9 @@ ranks, and whether the floor of ``quality.REQUESTS_FLOOR`` holds): reported,
 never tuned on.
 
 JSON keys: ``metric``, ``folds``, ``variants`` (per variant ``{changes,
-per_repo, per_repo_all_targets, ndcg10, ndcg10_all_targets, folds}`` and with
+per_repo, per_repo_all_targets, ndcg10, ndcg10_all_targets, folds, categories}``
+(``categories``: per category, the mean over repositories of their queries' ``--metric``, as
+``peer_data.category_means``) and with
 ``--questions`` ``heldout_ndcg10``, ``requests``, ``requests_floor``),
 ``protocol`` (``peer_data.TwoFold.as_dict``).
 """
@@ -54,6 +56,7 @@ from peer_benchmark import table  # noqa: E402
 from peer_data import (  # noqa: E402
     DEV_FOLDS,
     DEV_REPOSITORIES,
+    category_means,
     export_trees,
     fold_figures,
     indexed_locations,
@@ -65,6 +68,7 @@ from peer_data import (  # noqa: E402
 
 from codesearch import CodeSearch  # noqa: E402
 from codesearch.ranking import DEFAULT, Ranking  # noqa: E402
+from codesearch.ranking.facts import DECLARATION  # noqa: E402
 from codesearch.scope import CONFIG, DOC  # noqa: E402
 
 
@@ -77,11 +81,16 @@ def _variants() -> dict[str, Ranking]:
         "keyword_priors=doc": replace(DEFAULT, keyword_priors=frozenset({DOC})),
         "keyword_priors=none": replace(DEFAULT, keyword_priors=frozenset()),
         **{f"path_min_share={v}": replace(DEFAULT, path_min_share=v) for v in (0.05, 0.1, 0.2)},
+        **{f"declaration={v}": replace(DEFAULT, prior_multipliers={**DEFAULT.prior_multipliers, DECLARATION: v})
+           for v in (0.3, 0.7, 0.85, 1.0)},
     }
     # A candidate equal to the default is the default: listed once, under that name.
     out.update({name: ranking for name, ranking in candidates.items() if ranking != DEFAULT})
     return out
 
+
+CATEGORIES = ("architecture", "semantic", "symbol")
+"""The annotations' query categories, printed per variant (reported: the protocol chooses by the whole figure)."""
 
 VARIANTS: dict[str, Ranking] = _variants()
 """The candidates, the default first (a tie goes to it). Add a variant here to measure it."""
@@ -175,6 +184,7 @@ def main(argv: Sequence[str] | None = None, *, searcher_options: Mapping[str, An
     repos = load_repos(args.semble_benchmarks, [n.strip() for n in args.repos.split(",") if n.strip()])
     export_trees(repos, args.mirrors, args.trees)
     scored: dict[str, dict[str, dict[str, float]]] = {name: {"ndcg10": {}, "ndcg10_all_targets": {}} for name in variants}
+    per_query: dict[str, dict[str, list[float]]] = {name: {} for name in variants}
     for repo in repos:
         print(f"{repo.name}: {len(variants)} variants ...", file=sys.stderr)
         assert repo.root is not None
@@ -182,7 +192,9 @@ def main(argv: Sequence[str] | None = None, *, searcher_options: Mapping[str, An
         indexed = indexed_locations(cs)
         for name, ranking in variants.items():
             cs.ranking = ranking
-            for metric, value in query_scores(cs, repo, indexed, refresh=False).means().items():
+            found = query_scores(cs, repo, indexed, refresh=False)
+            per_query[name][repo.name] = getattr(found, args.metric)
+            for metric, value in found.means().items():
                 scored[name][metric][repo.name] = value
 
     out: dict[str, Any] = {"metric": args.metric, "folds": {f: list(m) for f, m in DEV_FOLDS.items()}, "variants": {}}
@@ -190,7 +202,8 @@ def main(argv: Sequence[str] | None = None, *, searcher_options: Mapping[str, An
         out["variants"][name] = {
             "changes": changes(ranking), "per_repo": scored[name]["ndcg10"],
             "per_repo_all_targets": scored[name]["ndcg10_all_targets"], "ndcg10": macro(scored[name]["ndcg10"]),
-            "ndcg10_all_targets": macro(scored[name]["ndcg10_all_targets"]), "folds": fold_figures(scored[name][args.metric])}
+            "ndcg10_all_targets": macro(scored[name]["ndcg10_all_targets"]), "folds": fold_figures(scored[name][args.metric]),
+            "categories": category_means(per_query[name], {repo.name: repo.tasks for repo in repos})}
 
     if args.questions:
         folders, heldout = q.load_heldout(args.heldout)
@@ -208,12 +221,13 @@ def main(argv: Sequence[str] | None = None, *, searcher_options: Mapping[str, An
                 entry["requests"] = q.seeds_summary(requests_cs, seeds)
                 entry["requests_floor"] = q.requests_floor_met(entry["requests"])
 
-    headers = ["variant", "fold A", "fold B", "full DEV", "DEV all targets" if args.metric == "ndcg10" else "DEV findable"]
+    headers = ["variant", "fold A", "fold B", "full DEV", "DEV all targets" if args.metric == "ndcg10" else "DEV findable",
+               *CATEGORIES]
     other = "ndcg10_all_targets" if args.metric == "ndcg10" else "ndcg10"
     rows = []
     for name, v in out["variants"].items():
         row = [name, *(f"{v['folds'][k]:.4f}" if v["folds"][k] is not None else "n/a" for k in ("A", "B", "dev")),
-               f"{v[other]:.4f}"]
+               f"{v[other]:.4f}", *(f"{v['categories'].get(c, float('nan')):.4f}" for c in CATEGORIES)]
         if args.questions:
             row.append(f"{v['heldout_ndcg10']:.3f}")
             if "requests" in v:

@@ -53,6 +53,22 @@ def test_query_profile(query: str, is_symbol: bool, symbols: tuple[tuple[str, ..
     assert (profile.is_symbol, profile.symbols) == (is_symbol, symbols)
 
 
+@pytest.mark.parametrize(
+    ("query", "asks_types"),
+    [
+        ("reducer type definition", True),
+        ("middleware type signature and API shape", True),
+        ("which interfaces a handler implements", True),
+        ("how listeners are subscribed and notified", False),
+        ("how TypeAdapter factories are chosen", False),  # a name holding "Type" is not the word
+        ("types", True),  # one plain word: it asks for the types
+        ("Types", False),  # a symbol query
+    ],
+)
+def test_query_profile_says_whether_a_sentence_asks_about_types(query: str, asks_types: bool) -> None:
+    assert analyze_query(query).asks_types is asks_types
+
+
 def test_query_words_drop_stopwords_and_split_identifiers() -> None:
     assert analyze_query("how are the HttpClient plugins installed").words == {
         "httpclient", "http", "client", "plugins", "installed"}
@@ -81,7 +97,12 @@ def test_definition_names_and_path_facts() -> None:
     assert path_classes("src/example_parser.py") == path_classes("src/exampleparser.py") == frozenset()
     assert path_classes("config.example.json") == {"config"}
     assert path_classes("pkg/__init__.py") == {"reexport"}
-    assert path_classes("types/index.d.ts") == {"stub"}
+    assert path_classes("src/index.d.ts") == {"stub"}
+    # TypeScript modules of type declarations, by name: types.ts, or any module of a types folder.
+    assert path_classes("src/types/store.ts") == path_classes("server/types.ts") == {"declaration"}
+    assert path_classes("types/index.d.ts") == {"stub", "declaration"}
+    assert path_classes("src/types/store.js") == path_classes("src/store_types.ts") == frozenset()
+    assert path_classes("pkg/types/store.go") == path_classes("pkg/types.py") == frozenset()
     assert path_classes("docs/guide.md") == {"doc"}
     assert path_classes("src/core.py") == frozenset()
 
@@ -280,6 +301,23 @@ def test_priors_multiply_by_path_class(facts: IndexFacts) -> None:
     scores = {0: 1.0, 5: 1.0, 6: 1.0}
     S.apply_priors(scores, facts, Ranking(prior_multipliers={"test": 0.3, "doc": 0.5}))
     assert scores == pytest.approx({0: 1.0, 5: 0.3, 6: 0.5})
+
+
+def test_the_declaration_prior_weighs_only_a_sentence_about_behaviour() -> None:
+    facts = IndexFacts([{"path": "src/createStore.ts"}, {"path": "src/types/store.ts"}, {"path": "src/types.ts"}])
+    ranking = Ranking(prior_multipliers={"declaration": 0.5})
+    expected = {
+        "how listeners are subscribed after a state change": [1.0, 0.5, 0.5],
+        "store type definition and dispatch overloads": [1.0, 1.0, 1.0],  # asks about types: declarations answer it
+        "Store": [1.0, 1.0, 1.0],  # a symbol query: definitions decide, wherever they are
+    }
+    for query, want in expected.items():
+        scores = {0: 1.0, 1: 1.0, 2: 1.0}
+        S.apply_priors(scores, facts, ranking, analyze_query(query))
+        assert [scores[i] for i in range(3)] == pytest.approx(want), query
+    scores = {0: 1.0, 1: 1.0, 2: 1.0}
+    S.apply_priors(scores, facts, ranking)  # no query read: no declaration prior
+    assert list(scores.values()) == [1.0, 1.0, 1.0]
 
 
 def test_keyword_lists_take_the_priors_of_docs_and_config_before_the_cut(facts: IndexFacts) -> None:

@@ -7,14 +7,14 @@ from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
 from typing import Any
 
-from codesearch.ranking.facts import COMPAT, EXAMPLE, PATH_CLASSES, REEXPORT, STUB
+from codesearch.ranking.facts import COMPAT, DECLARATION, EXAMPLE, PATH_CLASSES, REEXPORT, STUB
 from codesearch.scope import CONFIG, DOC, TEST
 
 STAGES = ("definitions", "path_words", "coherence", "priors", "diversity")
 """The switchable stages after fusion, in the order they run."""
 
 DEFAULT_PRIORS: Mapping[str, float] = MappingProxyType(
-    {TEST: 0.3, COMPAT: 0.3, EXAMPLE: 0.3, REEXPORT: 0.5, STUB: 0.7, DOC: 0.2, CONFIG: 0.5}
+    {TEST: 0.3, COMPAT: 0.3, EXAMPLE: 0.3, REEXPORT: 0.5, STUB: 0.7, DECLARATION: 0.5, DOC: 0.2, CONFIG: 0.5}
 )
 
 KEYWORD_PRIORS = frozenset({DOC})
@@ -124,7 +124,8 @@ class Ranking:
             against 0.689).
         priors: stage switch -- multiply scores by path-class priors.
         prior_multipliers: path class (``test``, ``compat``, ``example``,
-            ``reexport``, ``stub``, ``doc``, ``config``) -> multiplier. Values:
+            ``reexport``, ``stub``, ``declaration``, ``doc``, ``config``) ->
+            multiplier. Values:
             ``test`` 0.3, about the source-first penalty of 3 (9109afc: held-out
             0.623 / 0.653 / 0.660 for a penalty of 1 / 2 / 3); ``doc`` 0.2
             measured against 0.5 / 0.3 / 0.01 at 61cfe31 (DEV 0.8647 / 0.8649 /
@@ -133,7 +134,17 @@ class Ranking:
             ``config`` 0.5: initial choices. A file is an ``example`` in an
             example folder or named ``example``/``examples`` (since 2026-12-03:
             DEV fold A 0.8640 -> 0.8646, fold B unchanged, held-out unchanged;
-            :func:`~codesearch.ranking.facts.path_classes`).
+            :func:`~codesearch.ranking.facts.path_classes`). ``declaration``
+            (a TypeScript ``types`` module; weighs only a sentence that does
+            not ask about types, :func:`~codesearch.ranking.stages.apply_priors`)
+            0.5, decided under the protocol (2026-12-04, stored indexes of
+            the run at 1553b88; 0.3 / 0.5 / 0.7 / 0.85 against none): both
+            folds choose 0.5 (fold A 0.8675 -> 0.8740, fold B 0.9036 ->
+            0.9049; 0.3 ties it, 0.7 gives 0.8715 / 0.9039); architecture
+            queries 0.8365 -> 0.8488, held-out questions and seeds unchanged.
+            Weighing every sentence instead (``stub`` 0.7 for these files)
+            lost fold A (0.8643): redux's questions about its type
+            definitions want them.
         keyword_priors: path classes whose multipliers also weigh the keyword
             list before its candidates are cut and its scores scaled (with
             ``priors`` on): a README or a config file, whose prose matches

@@ -27,13 +27,17 @@ COMPAT = "compat"
 EXAMPLE = "example"
 REEXPORT = "reexport"
 STUB = "stub"
-PATH_CLASSES = (TEST, COMPAT, EXAMPLE, REEXPORT, STUB, DOC, CONFIG)
+DECLARATION = "declaration"
+PATH_CLASSES = (TEST, COMPAT, EXAMPLE, REEXPORT, STUB, DECLARATION, DOC, CONFIG)
 
 _COMPAT_DIRS = frozenset({"compat", "_compat", "legacy", "deprecated"})
 _EXAMPLE_DIRS = frozenset({"example", "examples", "_example", "_examples", "docs_src", "samples", "sample"})
 _EXAMPLE_STEMS = frozenset({"example", "examples"})
 """File stems that make a file an example wherever it lies (``lua/lazy/example.lua``), as its folder would."""
 _REEXPORT_FILES = frozenset({"__init__.py", "package-info.java", "module-info.java"})
+_TYPESCRIPT = (".ts", ".mts", ".cts", ".tsx")
+_DECLARATION_NAMES = frozenset({"types"})
+"""A TypeScript module of this stem, or in a folder of this name, declares types (``src/types/store.ts``)."""
 QUALIFIERS = re.compile(r"::|\\|->|\.|#|:")
 """What separates the parts of a qualified name in the languages indexed: ``::``, ``\\``, ``->``, ``.``, ``#``, ``:``."""
 
@@ -113,7 +117,13 @@ def _name_words(name: str) -> frozenset[str]:
 
 
 def path_classes(path: str, kind: str | None = None) -> frozenset[str]:
-    """The path classes of a file: ``test``, ``compat``, ``example``, ``reexport``, ``stub``, ``doc``, ``config``.
+    """The path classes of a file: ``test``, ``compat``, ``example``, ``reexport``, ``stub``, ``declaration``,
+    ``doc``, ``config``.
+
+    A ``declaration`` file is a TypeScript module of type declarations by
+    its name: ``types.ts`` or any module in a ``types`` folder (redux's
+    ``src/types/store.ts``), where an interface and its documentation answer
+    for code that lives elsewhere.
 
     ``kind`` is the file's :func:`~codesearch.scope.kind_of`, when the caller has it already.
     """
@@ -126,7 +136,14 @@ def path_classes(path: str, kind: str | None = None) -> frozenset[str]:
         found.add(EXAMPLE)
     if name.endswith((".d.ts", ".d.mts", ".d.cts", ".pyi")):
         found.add(STUB)
+    if name.endswith(_TYPESCRIPT) and (file_stem(name).lower() in _DECLARATION_NAMES or _in_declaration_folder(folder)):
+        found.add(DECLARATION)
     return frozenset(found)
+
+
+@lru_cache(maxsize=1 << 16)
+def _in_declaration_folder(folder: str) -> bool:
+    return any(d.lower() in _DECLARATION_NAMES for d in folder.split("/")) if folder else False
 
 
 @lru_cache(maxsize=1 << 16)

@@ -55,7 +55,7 @@ def rank(
     if ranking.coherence:
         stages.boost_coherence(scores, facts, ranking, top)
     if ranking.priors:
-        stages.apply_priors(scores, facts, ranking)
+        stages.apply_priors(scores, facts, ranking, profile)
     if ranking.diversity:
         final = stages.diversify(scores, facts, ranking, evidence, vectors, k)
     else:

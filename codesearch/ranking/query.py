@@ -46,6 +46,12 @@ STOPWORDS = frozenset({
 })  # fmt: skip
 """Words that say nothing about which file holds the answer."""
 
+TYPE_WORDS = frozenset({
+    "type", "types", "typed", "typing", "typedef", "typedefs", "interface", "interfaces", "signature", "signatures",
+    "definition", "definitions", "declaration", "declarations", "shape",
+})  # fmt: skip
+"""Words of a question about types, not behaviour ("reducer type definition"): declaration files answer it."""
+
 
 @dataclass(frozen=True, slots=True)
 class QueryProfile:
@@ -66,6 +72,9 @@ class QueryProfile:
             (see :func:`~codesearch.ranking.facts.squash_name`): each content
             word as written, without a plural ``s``, and each pair of
             neighbouring words joined (``manage hook`` -> ``managehook``).
+        asks_types: a sentence that asks about types, interfaces or
+            signatures (one of :data:`TYPE_WORDS`), where a declaration
+            file is an answer rather than a stand-in for the code.
     """
 
     text: str
@@ -73,6 +82,7 @@ class QueryProfile:
     symbols: tuple[tuple[str, ...], ...]
     words: frozenset[str]
     file_names: frozenset[str] = frozenset()
+    asks_types: bool = False
 
 
 def _last_part(name: str) -> str:
@@ -109,7 +119,8 @@ def analyze_query(query: str) -> QueryProfile:
         if len(name) >= 3 and name not in STOPWORDS:
             names.update((name, name.rstrip("s")))
     names.update(squash_name(a + b) for a, b in pairwise(written))
-    return QueryProfile(text, is_symbol, tuple(symbols), frozenset(words), frozenset(names))
+    asks_types = not is_symbol and any(word.lower() in TYPE_WORDS for word in written)
+    return QueryProfile(text, is_symbol, tuple(symbols), frozenset(words), frozenset(names), asks_types)
 
 
-__all__ = ["STOPWORDS", "QueryProfile", "analyze_query"]
+__all__ = ["STOPWORDS", "TYPE_WORDS", "QueryProfile", "analyze_query"]

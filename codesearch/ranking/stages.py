@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from codesearch.ranking.config import Ranking
-from codesearch.ranking.facts import squash_name
+from codesearch.ranking.facts import DECLARATION, squash_name
 from codesearch.ranking.fusion import weighted_votes
 from codesearch.ranking.query import QueryProfile
 from codesearch.topk import top_k
@@ -231,9 +231,17 @@ def boost_coherence(scores: Scores, facts: RankingFacts, ranking: Ranking, top: 
         scores[chunk] += ranking.coherence_boost * top * sums[number] / largest
 
 
-def apply_priors(scores: Scores, facts: RankingFacts, ranking: Ranking) -> None:
-    """Multiply each candidate by its file's path-class priors (tests, compat, examples, ...), in place."""
-    priors = facts.chunk_priors(ranking.prior_multipliers)
+def apply_priors(scores: Scores, facts: RankingFacts, ranking: Ranking, profile: QueryProfile | None = None) -> None:
+    """Multiply each candidate by its file's path-class priors (tests, compat, examples, ...), in place.
+
+    The ``declaration`` prior weighs only a question about behaviour: a
+    symbol query, or a sentence asking about types (``profile.asks_types``),
+    takes declaration files as they are.
+    """
+    multipliers = ranking.prior_multipliers
+    if DECLARATION in multipliers and (profile is None or profile.is_symbol or profile.asks_types):
+        multipliers = {name: m for name, m in multipliers.items() if name != DECLARATION}
+    priors = facts.chunk_priors(multipliers)
     for chunk in scores:
         scores[chunk] *= float(priors[chunk])
 
