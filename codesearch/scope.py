@@ -50,7 +50,7 @@ DOC_NAME_PATTERNS = (
 # Extension-less document names in any case ("license", "Readme").
 DOC_NAMES = frozenset(
     {"readme", "history", "changelog", "changes", "authors", "contributors", "license", "licence",
-     "copying", "notice"}
+     "copying", "notice", "pkg-info", "metadata"}
 )  # fmt: skip
 # Build and tool configuration, by name; checked before the doc rules, so
 # "docs/Makefile" and "requirements-dev.txt" are config.
@@ -96,7 +96,8 @@ def kind_of(path: str) -> Kind:
        (``Makefile``, ``Dockerfile``, ``MANIFEST.in``, ``requirements*.txt``);
     3. ``doc``: under ``docs/`` or ``doc/``, a prose extension (``.md``,
        ``.rst``, ``.txt``, ...) or a project document (``README*``,
-       ``HISTORY*``, ``CHANGELOG*``, ``AUTHORS*``, ``LICENSE*``, ``NOTICE``);
+       ``HISTORY*``, ``CHANGELOG*``, ``AUTHORS*``, ``LICENSE*``, ``NOTICE``, and
+       Python packaging metadata, ``PKG-INFO`` / ``METADATA``, whose body is the README);
     4. ``config``: a configuration extension (``.toml``, ``.yml``,
        ``.yaml``, ``.ini``, ``.cfg``, ``.json``, ...);
     5. ``source``: everything else.

@@ -97,6 +97,10 @@ def test_kinds_on_requests_paths(path: str, kind: str) -> None:
         ("LICENSE.txt", DOC),
         ("license", DOC),
         ("COPYING", DOC),
+        # Python packaging metadata: headers, then the project's README as its long description.
+        ("PKG-INFO", DOC),
+        ("attrs-23.2.0/PKG-INFO", DOC),
+        ("attrs-23.2.0.dist-info/METADATA", DOC),
         ("package.json", CONFIG),
         ("config/settings.yaml", CONFIG),
         ("Dockerfile", CONFIG),
