@@ -483,6 +483,12 @@ def test_tune_reranks_stored_indexes_and_applies_the_protocol(tmp_path: Path) ->
         assert set(variant["per_repo"]) == {"chi", "redux"}
         assert 0.0 <= variant["ndcg10_all_targets"] <= variant["ndcg10"] <= 1.0
         assert variant["folds"]["A"] == variant["per_repo"]["redux"] and variant["folds"]["B"] == variant["per_repo"]["chi"]
+        # Per category, the mean over repositories of each one's queries of it: chi asks one query of each
+        # category, redux a symbol and a semantic one, so the categories add up to the repositories' sums.
+        categories, per_repo = variant["categories"], variant["per_repo"]
+        assert set(categories) == {"architecture", "semantic", "symbol"}
+        assert 2 * categories["symbol"] + 2 * categories["semantic"] + categories["architecture"] == pytest.approx(
+            3 * per_repo["chi"] + 2 * per_repo["redux"])
     protocol = data["protocol"]
     assert [c["chosen_on"] for c in protocol["choices"]] == ["A", "B"] and protocol["baseline"] == "default"
     assert protocol["lands"] == (protocol["held_back_mean"] >= protocol["baseline_held_back"])
