@@ -89,11 +89,11 @@ def _variants() -> dict[str, Ranking]:
     return out
 
 
-CATEGORIES = ("architecture", "semantic", "symbol")
-"""The annotations' query categories, printed per variant (reported: the protocol chooses by the whole figure)."""
-
 VARIANTS: dict[str, Ranking] = _variants()
 """The candidates, the default first (a tie goes to it). Add a variant here to measure it."""
+
+CATEGORIES = ("architecture", "semantic", "symbol")
+"""The annotations' query categories, printed per variant (reported: the protocol chooses by the whole figure)."""
 
 
 def parse_variant(spec: str) -> Ranking:

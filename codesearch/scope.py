@@ -50,8 +50,10 @@ DOC_NAME_PATTERNS = (
 # Extension-less document names in any case ("license", "Readme").
 DOC_NAMES = frozenset(
     {"readme", "history", "changelog", "changes", "authors", "contributors", "license", "licence",
-     "copying", "notice", "pkg-info", "metadata"}
+     "copying", "notice"}
 )  # fmt: skip
+# Python packaging metadata, exactly so named: headers, then the README as the long description.
+PACKAGE_METADATA_NAMES = frozenset({"PKG-INFO", "METADATA"})
 # Build and tool configuration, by name; checked before the doc rules, so
 # "docs/Makefile" and "requirements-dev.txt" are config.
 CONFIG_NAME_PATTERNS = (
@@ -97,7 +99,8 @@ def kind_of(path: str) -> Kind:
     3. ``doc``: under ``docs/`` or ``doc/``, a prose extension (``.md``,
        ``.rst``, ``.txt``, ...) or a project document (``README*``,
        ``HISTORY*``, ``CHANGELOG*``, ``AUTHORS*``, ``LICENSE*``, ``NOTICE``, and
-       Python packaging metadata, ``PKG-INFO`` / ``METADATA``, whose body is the README);
+       Python packaging metadata, ``PKG-INFO`` / ``METADATA`` as so spelled,
+       whose body is the README);
     4. ``config``: a configuration extension (``.toml``, ``.yml``,
        ``.yaml``, ``.ini``, ``.cfg``, ``.json``, ...);
     5. ``source``: everything else.
@@ -120,6 +123,7 @@ def kind_of(path: str) -> Kind:
         or ext in DOC_EXTENSIONS
         or _DOC_NAME.fullmatch(name)
         or (not ext and name.lower() in DOC_NAMES)
+        or name in PACKAGE_METADATA_NAMES
     ):
         return DOC
     if ext in CONFIG_EXTENSIONS:

@@ -58,6 +58,7 @@ def test_query_profile(query: str, is_symbol: bool, symbols: tuple[tuple[str, ..
     [
         ("reducer type definition", True),
         ("middleware type signature and API shape", True),
+        ("the shapes a config may take", True),
         ("which interfaces a handler implements", True),
         ("how listeners are subscribed and notified", False),
         ("how TypeAdapter factories are chosen", False),  # a name holding "Type" is not the word
@@ -100,7 +101,10 @@ def test_definition_names_and_path_facts() -> None:
     assert path_classes("src/index.d.ts") == {"stub"}
     # TypeScript modules of type declarations, by name: types.ts, or any module of a types folder.
     assert path_classes("src/types/store.ts") == path_classes("server/types.ts") == {"declaration"}
-    assert path_classes("types/index.d.ts") == {"stub", "declaration"}
+    assert path_classes("src/types/Store.TS") == {"declaration"}
+    # A stub or a test in a types folder keeps its own class alone (their priors would stack).
+    assert path_classes("types/index.d.ts") == path_classes("src/types.d.ts") == {"stub"}
+    assert path_classes("src/types/store.test.ts") == {"test"}
     assert path_classes("src/types/store.js") == path_classes("src/store_types.ts") == frozenset()
     assert path_classes("pkg/types/store.go") == path_classes("pkg/types.py") == frozenset()
     assert path_classes("docs/guide.md") == {"doc"}
@@ -299,7 +303,7 @@ def test_coherence_raises_each_files_best_chunk_by_its_files_share(facts: IndexF
 
 def test_priors_multiply_by_path_class(facts: IndexFacts) -> None:
     scores = {0: 1.0, 5: 1.0, 6: 1.0}
-    S.apply_priors(scores, facts, Ranking(prior_multipliers={"test": 0.3, "doc": 0.5}))
+    S.apply_priors(scores, facts, Ranking(prior_multipliers={"test": 0.3, "doc": 0.5}), analyze_query("route"))
     assert scores == pytest.approx({0: 1.0, 5: 0.3, 6: 0.5})
 
 
@@ -315,9 +319,19 @@ def test_the_declaration_prior_weighs_only_a_sentence_about_behaviour() -> None:
         scores = {0: 1.0, 1: 1.0, 2: 1.0}
         S.apply_priors(scores, facts, ranking, analyze_query(query))
         assert [scores[i] for i in range(3)] == pytest.approx(want), query
-    scores = {0: 1.0, 1: 1.0, 2: 1.0}
-    S.apply_priors(scores, facts, ranking)  # no query read: no declaration prior
-    assert list(scores.values()) == [1.0, 1.0, 1.0]
+    with pytest.raises(ValueError, match="keyword_priors cannot hold 'declaration'"):
+        Ranking(keyword_priors=frozenset({"declaration"}))
+
+
+def test_the_pipeline_reads_the_query_for_the_declaration_prior() -> None:
+    # The interface in src/types/ leads both lists; the code that does the work is a close second.
+    facts = IndexFacts([{"path": "src/types/store.ts"}, {"path": "src/createStore.ts"}, {"path": "src/index.ts"}])
+    lists = {"bm25": np.array([3.0, 2.5, 0.5]), "dense": np.array([0.7, 0.6, 0.1])}
+    plain = replace(DEFAULT, definitions=False, path_words=False, coherence=False, diversity=False)
+    first = {query: rank_scores(query, lists, facts, plain, k=3)[0][0]
+             for query in ("how listeners are notified", "store type definition")}
+    assert first == {"how listeners are notified": 1, "store type definition": 0}
+    assert rank_scores("how listeners are notified", lists, facts, replace(plain, priors=False), k=3)[0][0] == 0
 
 
 def test_keyword_lists_take_the_priors_of_docs_and_config_before_the_cut(facts: IndexFacts) -> None:

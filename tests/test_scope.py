@@ -101,6 +101,8 @@ def test_kinds_on_requests_paths(path: str, kind: str) -> None:
         ("PKG-INFO", DOC),
         ("attrs-23.2.0/PKG-INFO", DOC),
         ("attrs-23.2.0.dist-info/METADATA", DOC),
+        ("src/metadata", SOURCE),  # as spelled only: a script may be called so
+        ("bin/pkg-info", SOURCE),
         ("package.json", CONFIG),
         ("config/settings.yaml", CONFIG),
         ("Dockerfile", CONFIG),

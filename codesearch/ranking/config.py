@@ -229,6 +229,9 @@ class Ranking:
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
                 raise ValueError(f"{name} must be between 0 and 1, got {value}")
+        if DECLARATION in self.keyword_priors:
+            raise ValueError("keyword_priors cannot hold 'declaration': its prior depends on the query "
+                             "(stages.apply_priors), and the keyword lists are cut before the query is read")
         for name in ("prior_multipliers", "keyword_priors"):
             unknown = set(getattr(self, name)) - set(PATH_CLASSES)
             if unknown:

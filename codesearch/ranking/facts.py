@@ -3,7 +3,7 @@
 :class:`IndexFacts` holds, for every chunk, its file and the definitions it
 holds, and for every file the words of its name and folder and the path classes
 that priors act on (tests, compat shims, examples, re-export files, type
-stubs, docs, config). Building it is one pass over the chunk records; every
+stubs, declaration modules, docs, config). Building it is one pass over the chunk records; every
 stage then reads arrays and dictionaries instead of paths and texts.
 """
 
@@ -123,7 +123,8 @@ def path_classes(path: str, kind: str | None = None) -> frozenset[str]:
     A ``declaration`` file is a TypeScript module of type declarations by
     its name: ``types.ts`` or any module in a ``types`` folder (redux's
     ``src/types/store.ts``), where an interface and its documentation answer
-    for code that lives elsewhere.
+    for code that lives elsewhere. A test or a stub (``.d.ts``) is not one:
+    those classes have their own priors, which would otherwise stack.
 
     ``kind`` is the file's :func:`~codesearch.scope.kind_of`, when the caller has it already.
     """
@@ -136,13 +137,21 @@ def path_classes(path: str, kind: str | None = None) -> frozenset[str]:
         found.add(EXAMPLE)
     if name.endswith((".d.ts", ".d.mts", ".d.cts", ".pyi")):
         found.add(STUB)
-    if name.endswith(_TYPESCRIPT) and (file_stem(name).lower() in _DECLARATION_NAMES or _in_declaration_folder(folder)):
+    if not found & {TEST, STUB} and _is_declaration(folder, name):
         found.add(DECLARATION)
     return frozenset(found)
 
 
+def _is_declaration(folder: str, name: str) -> bool:
+    """Whether a file is a TypeScript module of type declarations by its name or folder (see :func:`path_classes`)."""
+    if not name.lower().endswith(_TYPESCRIPT):
+        return False
+    return file_stem(name).lower() in _DECLARATION_NAMES or _in_declaration_folder(folder)
+
+
 @lru_cache(maxsize=1 << 16)
 def _in_declaration_folder(folder: str) -> bool:
+    """Whether a folder or one above it is named as declarations are (``src/types``): the files of a folder share it."""
     return any(d.lower() in _DECLARATION_NAMES for d in folder.split("/")) if folder else False
 
 

@@ -48,7 +48,7 @@ STOPWORDS = frozenset({
 
 TYPE_WORDS = frozenset({
     "type", "types", "typed", "typing", "typedef", "typedefs", "interface", "interfaces", "signature", "signatures",
-    "definition", "definitions", "declaration", "declarations", "shape",
+    "definition", "definitions", "declaration", "declarations", "shape", "shapes",
 })  # fmt: skip
 """Words of a question about types, not behaviour ("reducer type definition"): declaration files answer it."""
 

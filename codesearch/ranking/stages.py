@@ -231,7 +231,7 @@ def boost_coherence(scores: Scores, facts: RankingFacts, ranking: Ranking, top: 
         scores[chunk] += ranking.coherence_boost * top * sums[number] / largest
 
 
-def apply_priors(scores: Scores, facts: RankingFacts, ranking: Ranking, profile: QueryProfile | None = None) -> None:
+def apply_priors(scores: Scores, facts: RankingFacts, ranking: Ranking, profile: QueryProfile) -> None:
     """Multiply each candidate by its file's path-class priors (tests, compat, examples, ...), in place.
 
     The ``declaration`` prior weighs only a question about behaviour: a
@@ -239,7 +239,7 @@ def apply_priors(scores: Scores, facts: RankingFacts, ranking: Ranking, profile:
     takes declaration files as they are.
     """
     multipliers = ranking.prior_multipliers
-    if DECLARATION in multipliers and (profile is None or profile.is_symbol or profile.asks_types):
+    if DECLARATION in multipliers and (profile.is_symbol or profile.asks_types):
         multipliers = {name: m for name, m in multipliers.items() if name != DECLARATION}
     priors = facts.chunk_priors(multipliers)
     for chunk in scores:
