@@ -130,40 +130,39 @@ def path_classes(path: str, kind: str | None = None) -> frozenset[str]:
     """
     folder, _, name = path.rpartition("/")
     found = {kind or kind_of(path)} & {TEST, DOC, CONFIG}
-    found |= _folder_classes(folder)
+    from_folders = _folder_classes(folder)
+    found |= from_folders - {DECLARATION}
     if name in _REEXPORT_FILES:
         found.add(REEXPORT)
     if file_stem(name).lower() in _EXAMPLE_STEMS:
         found.add(EXAMPLE)
     if name.endswith((".d.ts", ".d.mts", ".d.cts", ".pyi")):
         found.add(STUB)
-    if not found & {TEST, STUB} and _is_declaration(folder, name):
+    if not found & {TEST, STUB} and _is_declaration(name, from_folders):
         found.add(DECLARATION)
     return frozenset(found)
 
 
-def _is_declaration(folder: str, name: str) -> bool:
-    """Whether a file is a TypeScript module of type declarations by its name or folder (see :func:`path_classes`)."""
+def _is_declaration(name: str, from_folders: frozenset[str]) -> bool:
+    """Whether a file is a TypeScript module of type declarations by its name or its folders' classes (see
+    :func:`path_classes`)."""
     if not name.lower().endswith(_TYPESCRIPT):
         return False
-    return file_stem(name).lower() in _DECLARATION_NAMES or _in_declaration_folder(folder)
-
-
-@lru_cache(maxsize=1 << 16)
-def _in_declaration_folder(folder: str) -> bool:
-    """Whether a folder or one above it is named as declarations are (``src/types``): the files of a folder share it."""
-    return any(d.lower() in _DECLARATION_NAMES for d in folder.split("/")) if folder else False
+    return file_stem(name).lower() in _DECLARATION_NAMES or DECLARATION in from_folders
 
 
 @lru_cache(maxsize=1 << 16)
 def _folder_classes(folder: str) -> frozenset[str]:
-    """The classes a file takes from its folders (``compat``, ``example``): the files of a folder share them."""
+    """The classes a file takes from its folders (``compat``, ``example``; ``declaration``, which only a TypeScript
+    file keeps, :func:`_is_declaration`): the files of a folder share them."""
     dirs = [d.lower() for d in folder.split("/")] if folder else []
     found = set()
     if any(d in _COMPAT_DIRS for d in dirs):
         found.add(COMPAT)
     if any(d in _EXAMPLE_DIRS for d in dirs):
         found.add(EXAMPLE)
+    if any(d in _DECLARATION_NAMES for d in dirs):
+        found.add(DECLARATION)
     return frozenset(found)
 
 
