@@ -119,6 +119,28 @@ def test_incremental_update_reuses_unchanged_chunks(
         assert cs.search(query, k=10, mode=mode) == rebuilt.search(query, k=10, mode=mode)
 
 
+def test_an_unchanged_file_takes_the_kind_this_codesearch_gives_it_at_the_next_refresh(
+    tmp_path: Path, hashing_embedder: HashingEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "sdist"
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "app.py").write_text("def serve():\n    return 'served'\n")
+    (root / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: app\n\nServes requests for humans.\n")
+    cs = _cs(root, tmp_path, hashing_embedder)
+    # An index made under an older rule, which classed PKG-INFO as source.
+    monkeypatch.setattr(builder_module, "kind_of", lambda path: "source")
+    first = cs.index()
+    kinds = {c["path"]: c["kind"] for c in stored_records(cs.store.load().arrays)}
+    assert kinds == {"src/app.py": "source", "PKG-INFO": "source"}
+    monkeypatch.undo()
+    (root / "src" / "app.py").write_text("def serve():\n    return 'served again'\n")
+    again = cs.index()
+    kinds = {c["path"]: c["kind"] for c in stored_records(cs.store.load().arrays)}
+    assert kinds == {"src/app.py": "source", "PKG-INFO": "doc"}
+    assert again.embedded == 1 and again.reused == first.embedded - 1  # PKG-INFO was kept, not cut or embedded again
+    assert [h.path for h in cs.search("humans", k=5, kinds="doc")] == ["PKG-INFO"]
+
+
 def test_a_long_definitions_later_windows_share_the_vector_of_its_first(
     repo: Path, tmp_path: Path, hashing_embedder: HashingEmbedder, small_chunks  # type: ignore[no-untyped-def]
 ) -> None:

@@ -41,7 +41,7 @@ from codesearch.index.tiers import Tiers
 from codesearch.index.vectors import TIER_PARAMS, VectorSearch, reuse_by_key
 from codesearch.keyword import BM25, BM25Builder
 from codesearch.ranking.facts import SymbolTable
-from codesearch.scope import KINDS, kind_of
+from codesearch.scope import kind_of
 from codesearch.types import FULL, KEYWORD, STATIC, Chunking, IndexReport, TextEmbedder, Tier
 
 CHECKPOINT_EVERY = 128
@@ -375,8 +375,9 @@ class IndexBuilder:
                                        listed_file.mtime_ns)
                 text_files += not skipped
                 offsets, terms, counts = old.doc_terms()
+                kind = kind_of(listed_file.rel)  # as this codesearch classes it (a stored kind may be an older rule's)
                 for i in c.rows_of_file(number):
-                    row = writer.add_chunk(file, int(c.start[i]), int(c.end[i]), KINDS[int(c.kind[i])], bytes(c.key[i]),
+                    row = writer.add_chunk(file, int(c.start[i]), int(c.end[i]), kind, bytes(c.key[i]),
                                            c.symbols_of(i), c.text(i))
                     keywords.add_document(terms[offsets[i]:offsets[i + 1]], counts[offsets[i]:offsets[i + 1]],
                                           previous.bm25.vocabulary_, old.remap())
