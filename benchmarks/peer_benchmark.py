@@ -556,7 +556,8 @@ def main(argv: Sequence[str] | None = None, *, semble_runner: SembleRunner | Non
               + "; ".join(f"chosen on {c.chosen_on}: {c.variant} ({c.chosen_figure:.3f}), on {c.reported_on} "
                           f"{c.held_back_figure:.3f}" for c in protocol.choices)
               + f"; mean of held-back halves {protocol.held_back_mean:.3f} against the default's "
-              f"{protocol.baseline_held_back:.3f}; chosen on full DEV: {protocol.dev_choice} ({protocol.dev_figure:.3f})")
+              f"{protocol.baseline_held_back:.3f} ({protocol.verdict}); chosen on full DEV: {protocol.dev_choice} "
+              f"({protocol.dev_figure:.3f})")
     else:
         print("\n2-fold protocol: a fold has no repository in this run (run all of DEV)")
 

@@ -370,6 +370,15 @@ def fold_figures(per_repo: Mapping[str, float], folds: Mapping[str, Sequence[str
     return out
 
 
+MIN_GAIN = 0.0001
+"""The least held-back gain that lands a change: the precision every protocol table prints.
+
+One DEV query moving one place, even deep in its top 10, moves the mean of
+the held-back halves by about this much or more; a smaller difference is a
+partial move of one query, and a protocol run over many grids finds such
+hair-thin wins by chance (``benchmarks/README.md``, "Tuning protocol")."""
+
+
 @dataclass(frozen=True)
 class HeldBackChoice:
     """The variant chosen on one fold, and its figure on the other (the held-back half)."""
@@ -398,15 +407,31 @@ class TwoFold:
         return None if self.baseline is None else self.folds[self.baseline]["held_back_mean"]
 
     @property
-    def lands(self) -> bool | None:
-        """Whether the choices do not lose to the baseline on the held-back halves (``None`` without a baseline)."""
+    def verdict(self) -> str | None:
+        """What the protocol decides against the baseline (``None`` without one).
+
+        ``"unchanged"``: both halves choose the baseline. ``"lands"``: the
+        held-back mean beats the baseline's by at least :data:`MIN_GAIN`.
+        ``"tie"``: it is within :data:`MIN_GAIN` either way, and a tie keeps
+        the baseline. ``"loses"``: it falls short by more.
+        """
         base = self.baseline_held_back
-        return None if base is None else self.held_back_mean >= base
+        if base is None:
+            return None
+        if all(c.variant == self.baseline for c in self.choices):
+            return "unchanged"
+        gain = self.held_back_mean - base
+        return "lands" if gain >= MIN_GAIN else "loses" if gain <= -MIN_GAIN else "tie"
+
+    @property
+    def lands(self) -> bool | None:
+        """Whether a change lands: :attr:`verdict` is ``"lands"`` (``None`` without a baseline)."""
+        return None if self.baseline is None else self.verdict == "lands"
 
     def as_dict(self) -> dict[str, Any]:
         return {"folds": self.folds, "choices": [c.__dict__ for c in self.choices], "held_back_mean": self.held_back_mean,
                 "dev_choice": self.dev_choice, "dev_figure": self.dev_figure, "baseline": self.baseline,
-                "baseline_held_back": self.baseline_held_back, "lands": self.lands}
+                "baseline_held_back": self.baseline_held_back, "verdict": self.verdict, "lands": self.lands}
 
 
 def two_fold(per_repo_by_variant: Mapping[str, Mapping[str, float]], folds: Mapping[str, Sequence[str]] = DEV_FOLDS,

@@ -56,6 +56,7 @@ from peer_benchmark import table  # noqa: E402
 from peer_data import (  # noqa: E402
     DEV_FOLDS,
     DEV_REPOSITORIES,
+    MIN_GAIN,
     category_means,
     export_trees,
     fold_figures,
@@ -83,6 +84,9 @@ def _variants() -> dict[str, Ranking]:
         **{f"path_min_share={v}": replace(DEFAULT, path_min_share=v) for v in (0.05, 0.1, 0.2)},
         **{f"declaration={v}": replace(DEFAULT, prior_multipliers={**DEFAULT.prior_multipliers, DECLARATION: v})
            for v in (0.3, 0.7, 0.85, 1.0)},
+        # One step (0.05) either side of each end of the repeat range.
+        **{f"diversity_similar={v}": replace(DEFAULT, diversity_similar=v)
+           for v in ((0.5, 0.75), (0.6, 0.75), (0.55, 0.7), (0.55, 0.8))},
     }
     # A candidate equal to the default is the default: listed once, under that name.
     out.update({name: ranking for name, ranking in candidates.items() if ranking != DEFAULT})
@@ -91,6 +95,14 @@ def _variants() -> dict[str, Ranking]:
 
 VARIANTS: dict[str, Ranking] = _variants()
 """The candidates, the default first (a tie goes to it). Add a variant here to measure it."""
+
+VERDICTS = {
+    "unchanged": "both halves choose the default, which stays",
+    "lands": "the choice lands",
+    "tie": f"a tie (within peer_data.MIN_GAIN = {MIN_GAIN}), so the default stays",
+    "loses": "the choice does not land (it loses on the held-back halves)",
+}
+"""How each :attr:`peer_data.TwoFold.verdict` is printed."""
 
 CATEGORIES = ("architecture", "semantic", "symbol")
 """The annotations' query categories, printed per variant (reported: the protocol chooses by the whole figure)."""
@@ -116,6 +128,22 @@ def parse_variant(spec: str) -> Ranking:
             raise SystemExit(f"error: cannot read {text!r} for {name}") from None
         knobs[name] = frozenset(value) if isinstance(value, (set, frozenset)) else value
     return replace(DEFAULT, **knobs)
+
+
+def split_variants(text: str) -> list[str]:
+    """The comma-separated variants of ``--variants``; a comma inside brackets belongs to a value.
+
+    >>> split_variants("default, diversity_similar=(0.5, 0.7);diversity_decay=0.5,coherence_boost=0.3")
+    ['default', 'diversity_similar=(0.5, 0.7);diversity_decay=0.5', 'coherence_boost=0.3']
+    """
+    parts, depth, start = [], 0, 0
+    for i, char in enumerate(text):
+        depth += (char in "([{") - (char in ")]}")
+        if char == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
+    return [part.strip() for part in parts if part.strip()]
 
 
 def changes(ranking: Ranking) -> dict[str, Any]:
@@ -172,7 +200,7 @@ def main(argv: Sequence[str] | None = None, *, searcher_options: Mapping[str, An
     parser.add_argument("--requests", type=Path, help="psf/requests v2.32.3 (git archive)")
     parser.add_argument("--json", dest="json_out", type=Path)
     args = parser.parse_args(argv)
-    wanted = [n.strip() for n in args.variants.split(",") if n.strip()]  # a knob list uses ";" inside a variant
+    wanted = split_variants(args.variants)
     unknown = [n for n in wanted if n not in VARIANTS and "=" not in n]
     if unknown:
         parser.error(f"unknown variant {unknown[0]!r}; variants are {', '.join(VARIANTS)} or knobs written as name=value")
@@ -252,10 +280,9 @@ def main(argv: Sequence[str] | None = None, *, searcher_options: Mapping[str, An
         print(table(["chosen on", "variant", "there", "reported on", "held back"],
                     [[c.chosen_on, c.variant, f"{c.chosen_figure:.4f}", c.reported_on, f"{c.held_back_figure:.4f}"]
                      for c in protocol.choices]))
-        verdict = "lands" if protocol.lands else "does not land (it loses on the held-back halves)"
         print(f"\nmean of the held-back halves {protocol.held_back_mean:.4f} against the default's "
-              f"{protocol.baseline_held_back:.4f}: the choice {verdict}; chosen on all of DEV (in sample, not a "
-              f"result): {protocol.dev_choice} at {protocol.dev_figure:.4f}")
+              f"{protocol.baseline_held_back:.4f}: {VERDICTS[protocol.verdict]}; chosen on all of DEV (in sample, "
+              f"not a result): {protocol.dev_choice} at {protocol.dev_figure:.4f}")
     if args.json_out:
         args.json_out.write_text(json.dumps(out, indent=2), encoding="utf-8")
     return 0

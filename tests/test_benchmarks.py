@@ -211,11 +211,29 @@ def test_two_fold_protocol_chooses_on_one_half_and_reports_on_the_other() -> Non
     # the default's own halves give 0.6, so the choice does not land.
     assert found.held_back_mean == pytest.approx(0.5)
     assert (found.dev_choice, found.dev_figure) == ("y", pytest.approx(0.65))
-    assert found.baseline_held_back == pytest.approx(0.6) and found.lands is False
+    assert found.baseline_held_back == pytest.approx(0.6) and found.lands is False and found.verdict == "loses"
     assert found.as_dict()["choices"][0]["variant"] == "x"
     # A tie goes to the variant named first (the default): nothing changes on equal figures.
     tied = peer_data.two_fold({"default": table["default"], "same": dict(table["default"])}, folds, baseline="default")
-    assert [c.variant for c in tied.choices] == ["default", "default"] and tied.lands is True
+    assert [c.variant for c in tied.choices] == ["default", "default"]
+    assert tied.verdict == "unchanged" and tied.lands is False
+    # Both halves choosing z: it lands on a held-back gain of MIN_GAIN or more, and is a tie below it.
+    for gain, verdict in ((peer_data.MIN_GAIN * 3, "lands"), (peer_data.MIN_GAIN / 3, "tie"),
+                          (-peer_data.MIN_GAIN / 3, "tie"), (-peer_data.MIN_GAIN * 3, "loses")):
+        z = {repo: figure + gain for repo, figure in table["default"].items()}
+        decided = peer_data.two_fold({"default": table["default"], "z": z}, folds, baseline="default")
+        expected = ["z", "z"] if gain > 0 else ["default", "default"]
+        assert [c.variant for c in decided.choices] == expected
+        assert decided.verdict == (verdict if gain > 0 else "unchanged"), gain
+        assert decided.lands is (verdict == "lands" and gain > 0)
+    # The halves choosing different variants whose held-back mean is within MIN_GAIN of the default's: a tie.
+    split = peer_data.two_fold({
+        "default": {"r1": 0.5, "r2": 0.5, "r3": 0.5, "r4": 0.5},
+        "on_a": {"r1": 0.6, "r2": 0.6, "r3": 0.5, "r4": 0.5},  # gains A only
+        "on_b": {"r1": 0.49995, "r2": 0.5, "r3": 0.6, "r4": 0.6},  # gains B, a hair below on A
+    }, folds, baseline="default")
+    assert [c.variant for c in split.choices] == ["on_a", "on_b"]
+    assert split.verdict == "tie" and split.lands is False and split.as_dict()["verdict"] == "tie"
     with pytest.raises(ValueError, match="fold B has no repository"):
         peer_data.two_fold({"default": {"r1": 1.0}}, folds)
     assert peer_data.fold_figures({"r1": 1.0}, folds) == {"A": 1.0, "B": None, "dev": 1.0, "held_back_mean": None}
@@ -474,10 +492,13 @@ def test_tune_reranks_stored_indexes_and_applies_the_protocol(tmp_path: Path) ->
         CodeSearch(repo.root, index_dir=folders[repo.name], **options).index()
         stamps[repo.name] = sorted(p.stat().st_mtime_ns for p in folders[repo.name].rglob("*"))
     out = tmp_path / "tune.json"
-    assert tune.main([*args, "--variants", "coherence_boost=0.2,keyword_priors=none", "--json", str(out)],
-                     searcher_options=options) == 0
+    assert tune.main([*args, "--variants", "coherence_boost=0.2,keyword_priors=none,diversity_similar=(0.5, 0.7)",
+                      "--json", str(out)], searcher_options=options) == 0
     data = json.loads(out.read_text())
-    assert list(data["variants"]) == ["default", "coherence_boost=0.2", "keyword_priors=none"]  # the default first
+    # The default first; a comma inside brackets belongs to its value.
+    assert list(data["variants"]) == ["default", "coherence_boost=0.2", "keyword_priors=none",
+                                      "diversity_similar=(0.5, 0.7)"]
+    assert data["variants"]["diversity_similar=(0.5, 0.7)"]["changes"] == {"diversity_similar": [0.5, 0.7]}
     assert data["variants"]["keyword_priors=none"]["changes"] == {"keyword_priors": []}
     for variant in data["variants"].values():
         assert set(variant["per_repo"]) == {"chi", "redux"}
@@ -491,7 +512,11 @@ def test_tune_reranks_stored_indexes_and_applies_the_protocol(tmp_path: Path) ->
             3 * per_repo["chi"] + 2 * per_repo["redux"])
     protocol = data["protocol"]
     assert [c["chosen_on"] for c in protocol["choices"]] == ["A", "B"] and protocol["baseline"] == "default"
-    assert protocol["lands"] == (protocol["held_back_mean"] >= protocol["baseline_held_back"])
+    gain = protocol["held_back_mean"] - protocol["baseline_held_back"]
+    choices = [c["variant"] for c in protocol["choices"]]
+    assert protocol["verdict"] == ("unchanged" if choices == ["default", "default"] else "lands"
+                                   if gain >= peer_data.MIN_GAIN else "loses" if gain <= -peer_data.MIN_GAIN else "tie")
+    assert protocol["lands"] == (protocol["verdict"] == "lands")
     # Re-ranking only: the stored indexes are untouched.
     for repo in repos:
         assert stamps[repo.name] == sorted(p.stat().st_mtime_ns for p in folders[repo.name].rglob("*"))

@@ -171,6 +171,12 @@ class Ranking:
             fully decayed. Value: measured at 61cfe31 against hard cosine
             thresholds from 0.5 to 0.8 and the ranges 0.5-0.8 / 0.6-0.8 /
             0.4-0.9 / 0.5-0.7 (held-out 0.652 -> 0.672, DEV flat at 0.8647).
+            Measured again under the protocol (2026-12-04, one end 0.05 either
+            side, fold A / B against 0.8740 / 0.9049): 0.5-0.75 0.8741 /
+            0.9051, 0.6-0.75 0.8734 / 0.9034, 0.55-0.7 0.8750 / 0.9049,
+            0.55-0.8 0.8736 / 0.9046. The halves choose 0.55-0.7 and 0.5-0.75,
+            whose held-back mean ties the default's (0.88949 against 0.88945,
+            under ``MIN_GAIN``), so it stays.
         diversity_hold: an extra chunk whose fused score (before any boost) is
             at least this share of the best fused score is not decayed
             (``1.0``: only a chunk tied with the best is held). Value: initial
