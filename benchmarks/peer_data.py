@@ -373,10 +373,11 @@ def fold_figures(per_repo: Mapping[str, float], folds: Mapping[str, Sequence[str
 MIN_GAIN = 0.0001
 """The least held-back gain that lands a change: the precision every protocol table prints.
 
-One DEV query moving one place, even deep in its top 10, moves the mean of
-the held-back halves by about this much or more; a smaller difference is a
-partial move of one query, and a protocol run over many grids finds such
-hair-thin wins by chance (``benchmarks/README.md``, "Tuning protocol")."""
+One DEV query (of about 19 in a repository, 9 repositories a fold) moving up
+one place moves the mean of the held-back halves by 0.001 at the top of its
+list (2 -> 1), about this much around its fifth place and 0.00003 at its foot
+(10 -> 9); a protocol run over many grids finds such small wins by chance
+(``benchmarks/README.md``, "Tuning protocol")."""
 
 
 @dataclass(frozen=True)
