@@ -163,7 +163,8 @@ def export_trees(repos: Sequence[Repo], mirrors: str | os.PathLike[str], dest: s
     revision is reused.
 
     Raises:
-        SystemExit: no mirror holds a repository.
+        SystemExit: no mirror holds a repository, or its mirror lacks a file of the tree (a blob a snapshot left
+            out); the partial tree is removed.
     """
     mirrors, dest = Path(mirrors), Path(dest)
     for repo in repos:
@@ -181,8 +182,15 @@ def export_trees(repos: Sequence[Repo], mirrors: str | os.PathLike[str], dest: s
                 subprocess.run(["rm", "-rf", str(target)], check=True)
             target.mkdir(parents=True)
             with tempfile.TemporaryFile() as archive:
-                subprocess.run([*git, "archive", revision, *([repo.benchmark_root] if repo.benchmark_root else [])],
-                               stdout=archive, check=True)
+                # A snapshot mirror may lack its largest blobs: git names those outside the root on stderr and
+                # still exits 0 with the tree whole, and fails only when one inside it is missing.
+                done = subprocess.run([*git, "archive", revision, *([repo.benchmark_root] if repo.benchmark_root else [])],
+                                      stdout=archive, stderr=subprocess.PIPE, text=True)
+                if done.returncode != 0:
+                    subprocess.run(["rm", "-rf", str(target)], check=True)
+                    said = done.stderr.strip().splitlines()
+                    raise SystemExit(f"error: cannot export {repo.name} at {revision[:10]} from {git_dir}: "
+                                     f"{said[-1] if said else f'git archive exited {done.returncode}'}")
                 archive.seek(0)
                 with tarfile.open(fileobj=archive) as tar:
                     tar.extractall(target, filter="data")

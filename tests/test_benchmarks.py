@@ -306,6 +306,20 @@ def test_export_trees_takes_the_pin_or_records_the_newest_commit(tmp_path: Path)
     peer_data.export_trees([missing], tmp_path / "mirrors", tmp_path / "trees")  # the same revision: reused
     assert (missing.root / "kept.txt").is_file()
 
+    # A snapshot mirror without one blob (top.go's): a root that does not hold it exports whole, one that does is
+    # refused in one line, its partial tree removed and no stamp written.
+    blob = subprocess.check_output(["git", "--git-dir", str(mirrors / "repo"), "rev-parse", f"{head}:top.go"],
+                                   text=True).strip()
+    (mirrors / "repo" / "objects" / blob[:2] / blob[2:]).unlink()
+    sub_only = peer_data.Repo("lib3", "go", "https://github.com/acme/lib.git", head, "sub")
+    whole = peer_data.Repo("lib4", "go", "https://github.com/acme/lib.git", head, None)
+    peer_data.export_trees([sub_only], tmp_path / "mirrors", tmp_path / "trees")
+    assert (sub_only.root / "a.go").read_text() == "package a\n"
+    with pytest.raises(SystemExit, match=r"^error: cannot export lib4 at [0-9a-f]{10} from .*: ") as refused:
+        peer_data.export_trees([whole], tmp_path / "mirrors", tmp_path / "trees")
+    assert "\n" not in str(refused.value)
+    assert not (tmp_path / "trees" / "lib4").exists() and not (tmp_path / "trees" / "lib4.exported-revision").exists()
+
 
 def test_language_report_sums_each_language_over_the_trees(tmp_path: Path) -> None:
     import languages
