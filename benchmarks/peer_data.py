@@ -33,13 +33,14 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import subprocess
 import tarfile
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 DEV_REPOSITORIES: tuple[str, ...] = (
     "redux", "chi", "gson", "monolog", "rack", "axum", "trpc", "dapper", "ktor",
@@ -178,8 +179,7 @@ def export_trees(repos: Sequence[Repo], mirrors: str | os.PathLike[str], dest: s
         # Beside the tree, not in it: a repository without a benchmark_root is indexed from the top.
         stamp = dest / f"{repo.name}.exported-revision"
         if not (stamp.is_file() and stamp.read_text().strip() == revision):
-            if target.exists():
-                subprocess.run(["rm", "-rf", str(target)], check=True)
+            shutil.rmtree(target, ignore_errors=True)
             target.mkdir(parents=True)
             with tempfile.TemporaryFile() as archive:
                 # A snapshot mirror may lack its largest blobs: git names those outside the root on stderr and
@@ -187,7 +187,7 @@ def export_trees(repos: Sequence[Repo], mirrors: str | os.PathLike[str], dest: s
                 done = subprocess.run([*git, "archive", revision, *([repo.benchmark_root] if repo.benchmark_root else [])],
                                       stdout=archive, stderr=subprocess.PIPE, text=True)
                 if done.returncode != 0:
-                    subprocess.run(["rm", "-rf", str(target)], check=True)
+                    shutil.rmtree(target)
                     said = done.stderr.strip().splitlines()
                     raise SystemExit(f"error: cannot export {repo.name} at {revision[:10]} from {git_dir}: "
                                      f"{said[-1] if said else f'git archive exited {done.returncode}'}")
@@ -378,6 +378,9 @@ def fold_figures(per_repo: Mapping[str, float], folds: Mapping[str, Sequence[str
     return out
 
 
+Verdict = Literal["unchanged", "lands", "tie", "loses"]
+"""What the 2-fold protocol decides against the default (:attr:`TwoFold.verdict`)."""
+
 MIN_GAIN = 0.0001
 """The least held-back gain that lands a change: the precision every protocol table prints.
 
@@ -416,7 +419,7 @@ class TwoFold:
         return None if self.baseline is None else self.folds[self.baseline]["held_back_mean"]
 
     @property
-    def verdict(self) -> str | None:
+    def verdict(self) -> Verdict | None:
         """What the protocol decides against the baseline (``None`` without one).
 
         ``"unchanged"``: both halves choose the baseline. ``"lands"``: the

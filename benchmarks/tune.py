@@ -57,6 +57,7 @@ from peer_data import (  # noqa: E402
     DEV_FOLDS,
     DEV_REPOSITORIES,
     MIN_GAIN,
+    Verdict,
     category_means,
     export_trees,
     fold_figures,
@@ -96,7 +97,7 @@ def _variants() -> dict[str, Ranking]:
 VARIANTS: dict[str, Ranking] = _variants()
 """The candidates, the default first (a tie goes to it). Add a variant here to measure it."""
 
-VERDICTS = {
+VERDICTS: dict[Verdict, str] = {
     "unchanged": "both halves choose the default, which stays",
     "lands": "the choice lands",
     "tie": f"a tie (within peer_data.MIN_GAIN = {MIN_GAIN}), so the default stays",
@@ -280,8 +281,10 @@ def main(argv: Sequence[str] | None = None, *, searcher_options: Mapping[str, An
         print(table(["chosen on", "variant", "there", "reported on", "held back"],
                     [[c.chosen_on, c.variant, f"{c.chosen_figure:.4f}", c.reported_on, f"{c.held_back_figure:.4f}"]
                      for c in protocol.choices]))
+        verdict = protocol.verdict
+        assert verdict is not None  # the default is the baseline
         print(f"\nmean of the held-back halves {protocol.held_back_mean:.4f} against the default's "
-              f"{protocol.baseline_held_back:.4f}: {VERDICTS[protocol.verdict]}; chosen on all of DEV (in sample, "
+              f"{protocol.baseline_held_back:.4f}: {VERDICTS[verdict]}; chosen on all of DEV (in sample, "
               f"not a result): {protocol.dev_choice} at {protocol.dev_figure:.4f}")
     if args.json_out:
         args.json_out.write_text(json.dumps(out, indent=2), encoding="utf-8")
