@@ -207,13 +207,23 @@ def _sentence_transformers_config(folder: Path) -> dict[str, Any]:
         ]
         pooling = read_json(folder / pool_dirs[0] / "config.json") if pool_dirs else None
         if isinstance(pooling, dict):
-            if pooling.get("pooling_mode_cls_token"):
+            # sentence-transformers 5 writes {"pooling_mode": "mean"}; earlier versions one flag per mode.
+            mode = pooling.get("pooling_mode")
+            if mode in POOLINGS:
+                found["pooling"] = mode
+            elif pooling.get("pooling_mode_cls_token"):
                 found["pooling"] = "cls"
             elif pooling.get("pooling_mode_mean_tokens"):
                 found["pooling"] = "mean"
     bert = read_json(folder / "sentence_bert_config.json")
     if isinstance(bert, dict) and isinstance(bert.get("max_seq_length"), int):
         found["max_length"] = bert["max_seq_length"]
+    else:
+        # sentence-transformers 5 keeps the length in the tokenizer's own config instead.
+        tokenizer = read_json(folder / "tokenizer_config.json")
+        length = tokenizer.get("model_max_length") if isinstance(tokenizer, dict) else None
+        if isinstance(length, int) and 3 <= length <= 1_000_000:
+            found["max_length"] = length
     st = read_json(folder / "config_sentence_transformers.json")
     prompts = st.get("prompts") if isinstance(st, dict) else None
     if isinstance(prompts, dict):
