@@ -34,9 +34,21 @@ MIN_DOC_WORDS = 3
 # --------------------------------------------------------------------------- comment syntax
 
 _BLOCK_OPEN = re.compile(r"^\s*(?:/\*+!?|\{-+\s*[|^$]?|--\[(=*)\[|=begin\b)")
-_BLOCK_CLOSE = re.compile(r"(?:\*+/|-+\}|\](=*)\]|^=end\b)\s*$", re.MULTILINE)
 _LINE_MARKER = re.compile(r"^[ \t]*(?://[/!]?<?|#+[!']?|--+[ \t]*[|^]?(?=[ \t]|$)|--+)")
+_DECORATION = re.compile(r"[ \t]+[#*=/-]{1,}[ \t]*$|^[ \t]*[#*=/~_-]{3,}[ \t]*$")
 _STAR = re.compile(r"^[ \t]*\*+(?!/)[ \t]?")
+
+
+def _closer(opener: str) -> re.Pattern[str]:
+    """The end of the block comment ``opener`` starts (``*/``, ``-}``, ``]==]``, ``=end``)."""
+    opener = opener.strip()
+    if opener.startswith("/*"):
+        return re.compile(r"\*+/\s*$")
+    if opener.startswith("{-"):
+        return re.compile(r"-+\}\s*$")
+    if opener.startswith("--["):
+        return re.compile(r"\]" + "=" * (len(opener) - 4) + r"\]\s*$")
+    return re.compile(r"^=end\b.*$")
 
 
 def strip_comment(text: str) -> str:
@@ -50,30 +62,36 @@ def strip_comment(text: str) -> str:
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     out: list[str] = []
     for block in _comment_blocks(text):
-        if _BLOCK_OPEN.match(block):
-            inner = _BLOCK_OPEN.sub("", block, count=1)
-            inner = _BLOCK_CLOSE.sub("", inner)
+        opened = _BLOCK_OPEN.match(block)
+        if opened:
+            inner = block[opened.end():]
             lines = inner.split("\n")
+            close = _closer(opened.group(0))
+            lines[-1] = close.sub("", lines[-1])
             starred = [line for line in lines[1:] if line.strip()]
             if starred and sum(1 for line in starred if _STAR.match(line) or line.strip() == "*") >= len(starred) / 2:
                 lines = [lines[0]] + [_STAR.sub("", line) if line.strip() != "*" else "" for line in lines[1:]]
-            out.append(inspect.cleandoc("\n".join(lines)))
         else:
             lines = [_LINE_MARKER.sub("", line, count=1) for line in block.split("\n")]
-            out.append(inspect.cleandoc("\n".join(lines)))
-    return "\n".join(part for part in out if part is not None).strip()
+        lines = [_DECORATION.sub("", line) for line in lines]
+        out.append(inspect.cleandoc("\n".join(lines)))
+    return "\n".join(out).strip()
 
 
 def _comment_blocks(text: str) -> list[str]:
-    """Split joined comments into block comments and runs of line comments."""
+    """Split joined comments into block comments (each up to its own closer) and runs of line comments."""
     blocks: list[str] = []
     lines = text.split("\n")
     i = 0
     while i < len(lines):
-        if _BLOCK_OPEN.match(lines[i]):
+        opened = _BLOCK_OPEN.match(lines[i])
+        if opened:
+            close = _closer(opened.group(0))
             j = i
-            while j < len(lines) - 1 and not _BLOCK_CLOSE.search(lines[j] if j > i else _BLOCK_OPEN.sub("", lines[j], 1)):
+            rest = lines[i][opened.end():]
+            while j < len(lines) - 1 and not close.search(rest):
                 j += 1
+                rest = lines[j]
             blocks.append("\n".join(lines[i : j + 1]))
             i = j + 1
             continue
@@ -108,6 +126,7 @@ _INLINE_TAG = re.compile(r"\{@(?:link|linkplain|linkcode|code|literal|value|see|
 _INHERIT = re.compile(r"\{@inheritDoc\}|@inheritDoc\b", re.IGNORECASE)
 _HTML_BREAK = re.compile(r"<\s*/?\s*(?:p|br|li|ul|ol|pre|dl|dt|dd|h\d|table|tr)\b[^>]*>", re.IGNORECASE)
 _HTML_TAG = re.compile(r"</?[A-Za-z][A-Za-z0-9]*(?:\s[^<>]*)?/?>")
+_SCALADOC_LINK = re.compile(r"\[\[([^\]\s]+)(?:\s+([^\]]+))?\]\]")
 _MD_LINK = re.compile(r"!?\[([^\]]+)\](?:\([^)]*\)|\[[^\]]*\])")
 _MD_REF = re.compile(r"\[`?([^\]`]+)`?\]")
 _HADDOCK_ID = re.compile(r"(?<![\w'])'([A-Za-z_][\w.']*?)'(?![\w])")
@@ -130,6 +149,14 @@ _TAG_BLOCK = re.compile(
     r")",
     re.MULTILINE,
 )
+_LABEL_TAG = re.compile(
+    r"^[ \t]*[@\\](?:name|category|module|memberof|member|kind|function|func|method|static|public|private|protected"
+    r"|alias|class|constructor|namespace|internal|api|access|readonly|final|abstract|override|async|generator|ignore"
+    r"|hidden|nocollapse|export|package|subpackage|codeCoverageIgnore|inheritdoc|interface|enum|const|constant"
+    r"|lends|instance|global|mixin|virtual|sealed|experimental|beta|alpha|stable|nodoc|suppress|typedef|callback"
+    r"|flow|jsx|vue|sig|symb|see)\b(?![ \t]*:)[^\n]*$",
+    re.IGNORECASE,
+)
 _SECTION_UNDERLINE = re.compile(r"^[ \t]*[-=~]{3,}[ \t]*$")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z(`\"'])")
 
@@ -144,25 +171,33 @@ def _markup_to_text(text: str) -> str:
     text = _HTML_BREAK.sub("\n\n", text)
     text = _HTML_TAG.sub("", text)
     text = html.unescape(text)
+    text = _SCALADOC_LINK.sub(lambda m: m.group(2) or m.group(1).rsplit(".", 1)[-1], text)
     text = _MD_LINK.sub(r"\1", text)
     text = _MD_REF.sub(r"\1", text)
     text = _HADDOCK_CODE.sub(r"\1", text)
     text = _HADDOCK_ID.sub(r"\1", text)
-    text = text.replace("`", "").replace("**", "")
     text = _HASKELL_FIELD.sub("", text)
     return _PROSE_TAG.sub("", text)
 
 
 def _cut_tags(text: str) -> str:
-    """``text`` up to the first line of its tag block (or of a section the summary does not need)."""
+    """``text`` up to the first line of its tag block (or of a section the summary does not need).
+
+    Tags that only label the definition (``@name``, ``@category``, ``@public`` ...)
+    are dropped with their line and reading goes on: date-fns and Closure-style
+    docs open with them and give the summary after.
+    """
     lines = text.split("\n")
+    kept: list[str] = []
     for i, line in enumerate(lines):
+        if _LABEL_TAG.match(line):
+            continue
         if _TAG_BLOCK.match(line):
-            # `Returns` alone is a heading only when underlined (numpy) or ends the prose with a colon (Google).
-            return "\n".join(lines[:i])
+            break
         if i + 1 < len(lines) and _SECTION_UNDERLINE.match(lines[i + 1]) and line.strip():
-            return "\n".join(lines[:i])
-    return text
+            break
+        kept.append(line)
+    return "\n".join(kept)
 
 
 def _paragraphs(text: str) -> list[str]:
@@ -175,7 +210,8 @@ def summarise(text: str, max_words: int = MAX_DOC_WORDS) -> str:
     >>> summarise("Adds two numbers.\\n\\n@param a the first\\n@return the sum")
     'Adds two numbers.'
     """
-    paragraphs = [p for p in _paragraphs(_cut_tags(_markup_to_text(text))) if re.search(r"[A-Za-z]", p)]
+    prose = _cut_tags(_markup_to_text(text)).replace("`", "").replace("**", "")
+    paragraphs = list(dict.fromkeys(p for p in _paragraphs(prose) if re.search(r"[A-Za-z]", p)))
     if not paragraphs:
         return ""
     first = paragraphs[0].split()
@@ -210,11 +246,8 @@ _DIRECTIVE = re.compile(
     r"|cspell|hlint|\{-#|!|coding[:=]|@generated|<auto-generated|nosec|lint:|@formatter|NOSONAR|\$Id)",
     re.IGNORECASE,
 )
-_CODE_LINE = re.compile(
-    r"[;{}]\s*$|^\s*(?:if|for|while|return|let|var|const|def|fn|func|local|end|import|from|#include|#define"
-    r"|public|private|static|class|struct|function)\b.*[(=;{:]|^\s*[\w.]+\s*(?:=|\+=|:=)\s*[\w\"'(\[{]"
-    r"|^\s*[\w.]+\(.*\)\s*;?\s*$|^\s*[}\])]+\s*$"
-)
+_CODE_END = re.compile(r"[;{}]\s*$|^\s*[})\]]|^\s*(?:#include|#define|import |from \S+ import|@\w+\(|\$ )")
+_CODE_CHARS = frozenset("{}()[];=<>$&|\\")
 _WORD = re.compile(r"[A-Za-z][A-Za-z']*")
 _FILLER = frozenset(
     "a an the of to for in on this that it is are be returns return returned get gets getter set sets setter new "
@@ -241,11 +274,15 @@ def is_directive(text: str) -> bool:
 
 
 def _code_like(text: str) -> bool:
+    """Whether a summary reads as code (commented-out code, a signature) rather than prose."""
     lines = [line for line in text.split("\n") if line.strip()]
     if not lines:
         return False
-    code = sum(1 for line in lines if _CODE_LINE.search(line))
-    return code * 2 >= len(lines) if len(lines) > 1 else bool(code and not _SENTENCE_END.search(text + " A"))
+    if sum(1 for line in lines if _CODE_END.search(line)) * 2 >= len(lines):
+        return True
+    letters = sum(1 for c in text if c.isalpha())
+    symbols = sum(1 for c in text if c in _CODE_CHARS)
+    return symbols > 0.2 * max(letters, 1)
 
 
 def name_words(symbol: str) -> set[str]:
@@ -261,13 +298,12 @@ def _stem(word: str) -> str:
     return word
 
 
-def doc_problem(doc: str, symbol: str = "", raw: str | None = None) -> str | None:
+def doc_problem(doc: str, symbol: str = "") -> str | None:
     """Why ``doc`` (a :func:`summarise` result) is no training query, or ``None`` when it is one.
 
     Args:
         doc: the summary.
         symbol: the definition's qualified name (for ``restates-name``).
-        raw: the comment's text before summarising (for ``code-like``; default ``doc``).
 
     Returns:
         One of ``"tags-only"`` (nothing left), ``"licence"``, ``"directive"``,
@@ -279,7 +315,7 @@ def doc_problem(doc: str, symbol: str = "", raw: str | None = None) -> str | Non
         return "licence"
     if is_directive(doc):
         return "directive"
-    if _code_like(raw if raw is not None else doc):
+    if _code_like(doc):
         return "code-like"
     letters = [c for c in doc if c.isalpha()]
     if letters and sum(1 for c in letters if c.isascii()) < 0.8 * len(letters):

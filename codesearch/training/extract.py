@@ -25,6 +25,7 @@ filtering are :mod:`codesearch.training.docs`' job.
 
 from __future__ import annotations
 
+import re
 import textwrap
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -47,6 +48,7 @@ MIN_CODE_CHARS = 12
 """A definition whose code (doc removed) is shorter than this pairs with nothing."""
 
 _MAX_DEPTH = 40
+_COMMENT_LINE = re.compile(r"^\s*(?://|/\*|\*|#(?![\[!])|--|\{-)")
 
 # Node types (the definition's own, under any wrapper) whose definitions are types: their docs are class docs.
 _TYPE_NODES = frozenset({
@@ -172,6 +174,19 @@ def _elixir_doc_text(value: Node | None) -> str | None:
     return strip_string(_text(value))
 
 
+def _bash_desc(node: Node) -> tuple[Node, Node] | None:
+    """``(statement, string)`` of a bash function whose body opens with ``declare desc="..."`` (or ``local``)."""
+    body = node.child_by_field_name("body")
+    first = next((c for c in body.named_children if c.type != "comment"), None) if body is not None else None
+    if first is None or first.type != "declaration_command" or not _text(first).startswith(("declare desc=", "local desc=")):
+        return None
+    assignment = next((c for c in first.named_children if c.type == "variable_assignment"), None)
+    value = assignment.child_by_field_name("value") if assignment is not None else None
+    if value is None or value.type not in ("string", "raw_string"):
+        return None
+    return first, value
+
+
 @dataclass(slots=True)
 class _Record:
     node: Node
@@ -217,6 +232,8 @@ class _FileWalker:
             if start < end:
                 del data[start - lo : end - lo]
         lines = [line for line in data.decode("utf-8", "replace").split("\n") if line.strip()]
+        while len(lines) > 1 and _COMMENT_LINE.match(lines[-1]):  # a grammar may end a node past the next one's doc
+            lines.pop()
         text = textwrap.dedent("\n".join(lines))
         if len(text) > MAX_CODE_CHARS:
             cut_at = text.rfind("\n", 0, MAX_CODE_CHARS)
@@ -295,12 +312,14 @@ class _FileWalker:
                 continue
             doc_nodes = [n for n in block if is_comment(n) and not is_licence(_text(n))
                          and not is_directive(strip_comment(_text(n)))]
-            doc = strip_comment("\n".join(_text(n) for n in doc_nodes)) if doc_nodes else ""
+            doc = strip_comment("\n".join(_text(n).rstrip("\n") for n in doc_nodes)) if doc_nodes else ""
             cut = [(n.start_byte, n.end_byte) for n in doc_nodes]
             if lang.name == "python":  # the docstring is the doc; comments above stay with the code
                 docstring = _python_docstring(_core(node, lang))
                 doc, cut = ("", []) if docstring is None else (
                     strip_string(_text(docstring)), [(docstring.start_byte, docstring.end_byte)])
+            elif lang.name == "bash" and (declared := _bash_desc(node)) is not None:  # dokku's `declare desc="..."`
+                doc, cut = strip_string(_text(declared[1])), [(declared[0].start_byte, declared[0].end_byte)]
             elif lang.name == "elixir" and elixir_doc is not None:  # @doc wins; `@doc false` documents nothing
                 doc, cut, start = elixir_doc, [], node.start_point[0]
             elixir_doc = None
@@ -373,7 +392,7 @@ class _FileWalker:
                 blocks.append([node])
         for block in blocks:
             block = [n for n in block if not _text(n).startswith("#!")]
-            text = "\n".join(_text(n) for n in block)
+            text = "\n".join(_text(n).rstrip("\n") for n in block)
             if not block:
                 continue
             stripped = strip_comment(text)

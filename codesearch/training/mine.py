@@ -187,7 +187,7 @@ def mine_repository(source: Source, mirrors: str | os.PathLike[str]) -> Reposito
                 filtered["doc: test definition"] += 1
                 continue
             query = summarise(found.doc)
-            problem = doc_problem(query, found.symbol if found.kind != "module" else "", found.doc)
+            problem = doc_problem(query, found.symbol if found.kind != "module" else "")
             if problem is not None:
                 filtered[f"doc: {problem}"] += 1
                 continue
