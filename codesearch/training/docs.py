@@ -122,6 +122,7 @@ def strip_string(text: str) -> str:
 
 _XML_SUMMARY = re.compile(r"<summary>(.*?)</summary>", re.DOTALL | re.IGNORECASE)
 _XML_REF = re.compile(r"<(?:see|seealso|paramref|typeparamref)\s+(?:cref|name|langword|href)=\"(?:[A-Z]:)?([^\"]+)\"\s*/>")
+_JSDOC_LABELLED_LINK = re.compile(r"\[([^\]]+)\]\{@link[^}]*\}")
 _INLINE_TAG = re.compile(r"\{@(?:link|linkplain|linkcode|code|literal|value|see|ref)\s+([^}\s]+)(?:\s+([^}]*))?\}")
 _INHERIT = re.compile(r"\{@inheritDoc\}|@inheritDoc\b", re.IGNORECASE)
 _HTML_BREAK = re.compile(r"<\s*/?\s*(?:p|br|li|ul|ol|pre|dl|dt|dd|h\d|table|tr)\b[^>]*>", re.IGNORECASE)
@@ -167,6 +168,7 @@ def _markup_to_text(text: str) -> str:
         text = summary.group(1)
     text = _XML_REF.sub(lambda m: m.group(1).rsplit(".", 1)[-1], text)
     text = _INHERIT.sub("", text)
+    text = _JSDOC_LABELLED_LINK.sub(r"\1", text)
     text = _INLINE_TAG.sub(lambda m: (m.group(2) or m.group(1).replace("#", ".").lstrip(".")).strip(), text)
     text = _HTML_BREAK.sub("\n\n", text)
     text = _HTML_TAG.sub("", text)
@@ -249,12 +251,13 @@ _DIRECTIVE = re.compile(
 _CODE_END = re.compile(r"[;{}]\s*$|^\s*[})\]]|^\s*(?:#include|#define|import |from \S+ import|@\w+\(|\$ )")
 _CODE_CHARS = frozenset("{}()[];=<>$&|\\")
 _WORD = re.compile(r"[A-Za-z][A-Za-z']*")
-_FILLER = frozenset(
-    "a an the of to for in on this that it is are be returns return returned get gets getter set sets setter new "
-    "create creates created construct constructs constructor initialize initializes initialise initialises init "
-    "default method function func class object instance value values given specified current property field "
-    "and or with by from as type helper implementation impl".split()
-)
+_FILLER = frozenset({
+    "a", "an", "the", "of", "to", "for", "in", "on", "this", "that", "it", "is", "are", "be", "returns", "return",
+    "returned", "get", "gets", "getter", "set", "sets", "setter", "new", "create", "creates", "created", "construct",
+    "constructs", "constructor", "initialize", "initializes", "initialise", "initialises", "init", "default",
+    "method", "function", "func", "class", "object", "instance", "value", "values", "given", "specified", "current",
+    "property", "field", "and", "or", "with", "by", "from", "as", "type", "helper", "implementation", "impl",
+})
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 
 

@@ -58,7 +58,7 @@ _TYPE_NODES = frozenset({
     "type_declaration", "data_type", "newtype", "type_synonym", "type_family", "data_family",
     "struct_specifier", "union_specifier", "enum_specifier", "class_specifier", "type_definition",
     "object_declaration", "companion_object", "type_alias", "protocol_declaration", "typealias_declaration",
-    "object_definition", "trait_definition", "enum_definition", "class_definition", "trait_declaration",
+    "object_definition", "trait_definition", "enum_definition", "trait_declaration",
     "module", "singleton_class", "alias_declaration", "concept_definition", "delegate_declaration",
 })
 # Containers that are namespaces rather than types: their docs are module docs.
@@ -174,6 +174,40 @@ def _elixir_doc_text(value: Node | None) -> str | None:
     return strip_string(_text(value))
 
 
+_JS_LANGUAGES = frozenset({"javascript", "typescript", "tsx"})
+_JS_FUNCTIONS = frozenset({"function_declaration", "function_expression", "function", "arrow_function",
+                           "generator_function_declaration", "generator_function"})
+
+
+def _js_function_body(node: Node) -> Node | None:
+    """The block of the function a JavaScript statement declares or calls at once, if any.
+
+    ``function f() {...}``, ``const f = function () {...}``, ``(function () {...}.call(this))``,
+    ``(() => {...})()``; a function whose body is an expression has none.
+    """
+    for _ in range(12):
+        if node.type in _JS_FUNCTIONS:
+            body = node.child_by_field_name("body")
+            return body if body is not None and body.type == "statement_block" else None
+        if node.type in ("lexical_declaration", "variable_declaration"):
+            declarators = [d for d in node.named_children if d.type == "variable_declarator"]
+            value = declarators[0].child_by_field_name("value") if len(declarators) == 1 else None
+            if value is None:
+                return None
+            node = value
+        elif node.type == "call_expression":
+            node = node.child_by_field_name("function") or node
+            if node.type == "call_expression":
+                return None
+        elif node.type == "member_expression":
+            node = node.child_by_field_name("object") or node
+        elif node.type in ("expression_statement", "parenthesized_expression", "unary_expression") and node.named_children:
+            node = node.named_children[-1] if node.type == "unary_expression" else node.named_children[0]
+        else:
+            return None
+    return None
+
+
 def _bash_desc(node: Node) -> tuple[Node, Node] | None:
     """``(statement, string)`` of a bash function whose body opens with ``declare desc="..."`` (or ``local``)."""
     body = node.child_by_field_name("body")
@@ -227,8 +261,8 @@ class _FileWalker:
                 merged[-1][1] = max(merged[-1][1], end)
             else:
                 merged.append([start, end])
-        for start, end in reversed(merged):
-            start, end = max(start, lo), min(end, hi)
+        for first, last in reversed(merged):
+            start, end = max(first, lo), min(last, hi)
             if start < end:
                 del data[start - lo : end - lo]
         lines = [line for line in data.decode("utf-8", "replace").split("\n") if line.strip()]
@@ -295,6 +329,9 @@ class _FileWalker:
                 pending.clear()
                 last_end = max(last_end, end)
                 elixir_doc = None
+                inner = _js_function_body(node) if lang.name in _JS_LANGUAGES else None
+                if inner is not None and depth < _MAX_DEPTH:  # `;(function() { ... }.call(this))`: lodash's IIFE
+                    self.level(inner.named_children, prefix, depth + 1, owner)
                 continue
             block: list[Node] = []
             for above in reversed(pending):  # the contiguous block right above the definition
@@ -326,12 +363,25 @@ class _FileWalker:
             record = _Record(node, found, start, end, doc, cut, _kind(node, found, lang))
             self.records.append(record)
             previous = record
+            if found.body is None and lang.name in _JS_LANGUAGES and depth < _MAX_DEPTH:
+                inner = _js_function_body(_core(node, lang))
+                if inner is not None:  # functions declared inside a function (lodash's runInContext)
+                    self.level(inner.named_children, prefix, depth + 1, record)
             if found.body is not None and depth < _MAX_DEPTH:
                 # Comments between a container's head and its body node (Ruby's) document its first member.
                 parent = found.body.parent
                 head = [c for c in parent.named_children if is_comment(c) and c.end_byte <= found.body.start_byte
                         and c.start_byte > node.start_byte] if parent is not None else []
                 self.level([*head, *found.body.named_children], found.prefix, depth + 1, record)
+
+    def first_row(self, start_row: int, end_row: int, cut: Iterable[tuple[int, int]]) -> int:
+        """The first row of ``start_row..end_row`` that keeps code once ``cut`` is removed."""
+        spans = [self.whole_lines(*span) for span in cut]
+        for row in range(start_row, end_row + 1):
+            lo, hi = self.row_span(row, row)
+            if self.source[lo:hi].strip() and not any(a <= lo and hi <= b for a, b in spans):
+                return row
+        return start_row
 
     def pairs(self) -> list[DocPair]:
         out = []
@@ -341,7 +391,8 @@ class _FileWalker:
             code = self.code(record.start_row, record.end_row, record.cut)
             if len(code.strip()) < MIN_CODE_CHARS:
                 continue
-            out.append(DocPair(record.kind, record.found.symbols[0], record.doc, code, record.start_row + 1))
+            line = self.first_row(record.start_row, record.end_row, record.cut) + 1
+            out.append(DocPair(record.kind, record.found.symbols[0], record.doc, code, line))
         return out
 
     # -- the file's own doc
@@ -375,31 +426,29 @@ class _FileWalker:
         code = self.code(0, last_row, cut)
         if len(code.strip()) < MIN_CODE_CHARS:
             return None
-        return DocPair("module", path, doc, code, 1)
+        return DocPair("module", path, doc, code, self.first_row(0, last_row, cut) + 1)
 
     def leading_doc(self, root: Node) -> tuple[str, list[tuple[int, int]]]:
         """The first comment block before the file's code that is neither a licence, a directive nor a definition's doc."""
         nodes = list(root.named_children)
         blocks: list[list[Node]] = []
-        first_code: Node | None = None
         for node in nodes:
             if not is_comment(node):
-                first_code = node
                 break
             if blocks and _end_row(blocks[-1][-1]) >= node.start_point[0] - 1:
                 blocks[-1].append(node)
             else:
                 blocks.append([node])
-        for block in blocks:
-            block = [n for n in block if not _text(n).startswith("#!")]
+        for nodes_of_block in blocks:
+            block = [n for n in nodes_of_block if not _text(n).startswith("#!")]
             text = "\n".join(_text(n).rstrip("\n") for n in block)
             if not block:
                 continue
             stripped = strip_comment(text)
             if not stripped or is_directive(stripped) or is_licence(without_header_fields(stripped)):
                 continue
-            if (first_code is not None and _end_row(block[-1]) >= first_code.start_point[0] - 1
-                    and not _inner_doc(block[-1]) and any(r.node.id == first_code.id for r in self.records)):
+            starts = {n.start_byte for n in block}
+            if any(start in starts for r in self.records for start, _ in r.cut):
                 return "", []  # the first definition's doc, not the file's
             return stripped, [(n.start_byte, n.end_byte) for n in block]
         return "", []

@@ -32,7 +32,8 @@ _TEST_FILE = re.compile(
     r"|.*\.(?:test|spec|bench)\.(?:[cm]?[jt]sx?)|.*\.bats|.*_unittest\.(?:cc|cpp|c)|test_.*\.(?:c|cc|cpp|sh|rb|lua)|testing\.go|test_?utils?\.\w+|.*TestCase\.php)$"
 )
 _VENDOR_DIRS = frozenset({
-    "vendor", "vendored", "_vendor", "third_party", "third-party", "thirdparty", "3rdparty", "3rd-party", "3rd_party", "external", "extern",
+    "vendor", "vendored", "_vendor", "third_party", "third-party", "thirdparty", "3rdparty", "3rd-party", "3rd_party",
+    "external", "extern",
     "deps", "bundled", "bower_components", "pods", "carthage", "node_modules", "submodules", "pkg-vendor",
 })
 _GENERATED_NAME = re.compile(

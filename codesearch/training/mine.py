@@ -15,8 +15,9 @@
    repository dominates: module pairs first (up to a fifth of the cap), class
    pairs (up to three tenths), then function pairs, then whatever is left;
 5. about a tenth of the repositories (by a seeded hash, one per language at
-   most, among languages with two sources or more) held out for validation:
-   the split is by repository, never by pair;
+   most, among languages with two sources or more, none holding more than
+   :data:`MAX_HELD_OUT_SHARE` of its language's pairs) held out for
+   validation: the split is by repository, never by pair;
 6. ``train.jsonl.gz`` and ``validation.jsonl.gz`` (one JSON record a line:
    ``query``, ``code``, ``path``, ``repo``, ``language``, ``kind``, ``symbol``,
    ``line``) and ``manifest.json`` (sources, counts per split, language and
@@ -41,7 +42,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,7 +51,7 @@ from typing import Any
 from codesearch.exceptions import TrainingDataError
 from codesearch.languages import language_for
 from codesearch.training.docs import doc_problem, summarise
-from codesearch.training.extract import KINDS, extract_docs
+from codesearch.training.extract import KINDS, Kind, extract_docs
 from codesearch.training.filters import content_reason, path_reason
 from codesearch.training.sources import Source, check_benchmark_overlap, load_sources
 from codesearch.training.trees import iter_files
@@ -60,6 +61,9 @@ DEFAULT_CAP = 3000
 
 VALIDATION_FRACTION = 0.1
 """The share of repositories held out for validation."""
+
+MAX_HELD_OUT_SHARE = 0.3
+"""A repository holding more than this share of its language's pairs is never held out."""
 
 SPLITS = ("train", "validation")
 
@@ -203,7 +207,7 @@ def _mine_one(args: tuple[Source, str]) -> RepositoryPairs:
 
 
 def _norm_doc(text: str) -> str:
-    return " ".join(re.sub(r"\d+", "0", w) for w in re.findall(r"[a-z0-9]+", text.lower()))
+    return " ".join(re.findall(r"[a-z0-9]+", text.lower()))
 
 
 def _norm_code(text: str) -> str:
@@ -254,12 +258,13 @@ def cap_pairs(pairs: Sequence[Pair], cap: int, seed: int, repo: str) -> list[Pai
     for pool in pools.values():
         rng.shuffle(pool)
     quotas = {"module": cap // 5, "class": cap * 3 // 10, "function": cap}
+    order_of_kinds: tuple[Kind, ...] = ("module", "class", "function")
     chosen: list[Pair] = []
-    for kind in ("module", "class", "function"):
+    for kind in order_of_kinds:
         take = min(quotas[kind], cap - len(chosen))
         chosen.extend(pools[kind][:take])
         pools[kind] = pools[kind][take:]
-    for kind in ("module", "class", "function"):
+    for kind in order_of_kinds:
         take = cap - len(chosen)
         chosen.extend(pools[kind][:take])
         pools[kind] = pools[kind][take:]
@@ -267,14 +272,25 @@ def cap_pairs(pairs: Sequence[Pair], cap: int, seed: int, repo: str) -> list[Pai
     return sorted(chosen, key=lambda p: order[id(p)])
 
 
-def validation_repositories(sources: Sequence[Source], seed: int, fraction: float = VALIDATION_FRACTION) -> list[str]:
+def validation_repositories(
+    sources: Sequence[Source],
+    seed: int,
+    fraction: float = VALIDATION_FRACTION,
+    pairs: Mapping[str, int] | None = None,
+) -> list[str]:
     """The repositories held out: about ``fraction`` of them, ranked by a seeded hash, one per language at most.
 
     Only languages with two sources or more give one, so every language keeps
-    a training repository.
+    training repositories. With ``pairs`` (pairs per repository) a repository
+    holding no pairs, or more than :data:`MAX_HELD_OUT_SHARE` of its language's
+    pairs, is passed over: holding out a language's main source would leave it
+    little to train on.
     """
     wanted = max(1, round(len(sources) * fraction))
     primary = Counter(s.languages[0] for s in sources)
+    language_pairs: Counter[str] = Counter()
+    for source in sources:
+        language_pairs[source.languages[0]] += pairs.get(source.repo, 0) if pairs is not None else 0
     ranked = sorted(sources, key=lambda s: hashlib.sha256(f"{seed}:{s.repo.lower()}".encode()).hexdigest())
     chosen: list[str] = []
     languages: set[str] = set()
@@ -282,6 +298,10 @@ def validation_repositories(sources: Sequence[Source], seed: int, fraction: floa
         lang = source.languages[0]
         if lang in languages or primary[lang] < 2:
             continue
+        if pairs is not None:
+            mine = pairs.get(source.repo, 0)
+            if mine == 0 or mine > MAX_HELD_OUT_SHARE * language_pairs[lang]:
+                continue
         chosen.append(source.repo)
         languages.add(lang)
         if len(chosen) == wanted:
@@ -293,17 +313,18 @@ def validation_repositories(sources: Sequence[Source], seed: int, fraction: floa
 
 
 def _write_jsonl(path: Path, pairs: Iterable[Pair]) -> None:
-    with path.open("wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="") as gz:
-        with io.TextIOWrapper(gz, encoding="utf-8", newline="\n") as out:
-            for pair in pairs:
-                out.write(json.dumps(pair.to_json(), ensure_ascii=False) + "\n")
+    with (path.open("wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="") as gz,
+          io.TextIOWrapper(gz, encoding="utf-8", newline="\n") as out):
+        for pair in pairs:
+            out.write(json.dumps(pair.to_json(), ensure_ascii=False) + "\n")
 
 
 def codesearch_commit() -> str | None:
     """The commit of the codesearch checkout this module runs from, or ``None`` outside a git checkout."""
     here = Path(__file__).resolve().parent
     try:
-        done = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
+        done = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10,
+                              check=False)
     except (OSError, subprocess.SubprocessError):
         return None
     return done.stdout.strip() if done.returncode == 0 else None
@@ -375,7 +396,7 @@ def mine_sources(
         capped = cap_pairs(repo.pairs, cap, seed, repo.repo)
         filtered["cap"] += len(repo.pairs) - len(capped)
         kept[repo.repo] = capped
-    held_out = validation_repositories(sources, seed)
+    held_out = validation_repositories(sources, seed, pairs={repo: len(p) for repo, p in kept.items()})
     split_pairs = {
         "train": [p for s in sources if s.repo not in held_out for p in kept[s.repo]],
         "validation": [p for s in sources if s.repo in held_out for p in kept[s.repo]],
@@ -450,6 +471,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 __all__ = [
     "DEFAULT_CAP",
+    "MAX_HELD_OUT_SHARE",
     "SPLITS",
     "VALIDATION_FRACTION",
     "MiningReport",

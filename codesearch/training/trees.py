@@ -61,7 +61,7 @@ def has_commit(tree: Path, commit: str) -> bool:
     git_dir = _git_dir(tree)
     if git_dir is None:
         return False
-    done = subprocess.run(_git(git_dir, "cat-file", "-e", f"{commit}^{{commit}}"), capture_output=True)
+    done = subprocess.run(_git(git_dir, "cat-file", "-e", f"{commit}^{{commit}}"), capture_output=True, check=False)
     return done.returncode == 0
 
 
@@ -102,21 +102,21 @@ def iter_files(source: Source, mirrors: str | os.PathLike[str], wanted: Wanted) 
     if listing.returncode != 0:
         said = listing.stderr.decode("utf-8", "replace").strip().splitlines()
         raise TrainingDataError(f"{source.repo}: cannot list {source.commit[:12]}: {said[-1] if said else 'git failed'}")
-    blobs: list[tuple[str, str]] = []
+    blobs: list[tuple[str, bytes]] = []
     for entry in listing.stdout.split(b"\0"):
         if not entry:
             continue
         meta, _, raw_path = entry.partition(b"\t")
-        mode, kind, sha, size = meta.split()
+        mode, kind, blob, size = meta.split()
         path = raw_path.decode("utf-8", "replace")
         if kind != b"blob" or mode == b"120000" or not size.isdigit() or not wanted(path, int(size)):
             continue
-        blobs.append((path, sha.decode()))
+        blobs.append((path, blob))
     with subprocess.Popen(_git(git_dir, "cat-file", "--batch"), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                           stderr=subprocess.DEVNULL) as proc:
         assert proc.stdin is not None and proc.stdout is not None
-        for path, sha in blobs:
-            proc.stdin.write(sha.encode() + b"\n")
+        for path, blob in blobs:
+            proc.stdin.write(blob + b"\n")
             proc.stdin.flush()
             header = proc.stdout.readline().split()
             if len(header) != 3:  # `<sha> missing`: a blob the snapshot left out
