@@ -24,7 +24,7 @@ from codesearch.training import (
     mine_sources,
     summarise,
 )
-from codesearch.training.docs import doc_problem, strip_comment
+from codesearch.training.docs import doc_problem, strip_comment, strip_string
 from codesearch.training.filters import GENERATED, TEST, VENDORED, content_reason, path_reason
 from codesearch.training.mine import Pair, RepositoryPairs, cap_pairs, deduplicate, validation_repositories
 
@@ -418,7 +418,8 @@ class Settings:
      "Finite maps from keys to values.", "module Data.Thing (lookup) where"),
     ("install.sh", "#!/usr/bin/env bash\n# Install a Python version from source into the versions folder.\n\nset -e\nmake\n",
      "Install a Python version from source into the versions folder.", "#!/usr/bin/env bash"),
-    ("parser.ex", 'defmodule Parser do\n  @moduledoc """\n  Parses configuration files into keyword lists.\n  """\n'
+    ("parser.ex", '# SPDX-FileCopyrightText: 2019 the contributors\n#\n# SPDX-License-Identifier: MIT\n\n'
+     'defmodule Parser do\n  @moduledoc """\n  Parses configuration files into keyword lists.\n  """\n'
      "  def parse(t), do: t\nend\n", "Parses configuration files into keyword lists.", "defmodule Parser do"),
 ])
 def test_a_files_own_doc_pairs_with_the_file(path: str, text: str, doc: str, code_start: str) -> None:
@@ -426,7 +427,7 @@ def test_a_files_own_doc_pairs_with_the_file(path: str, text: str, doc: str, cod
     assert len(modules) == 1
     assert summarise(modules[0].doc) == doc
     assert modules[0].code.startswith(code_start)
-    assert doc not in modules[0].code and "Copyright" not in modules[0].code
+    assert doc not in modules[0].code and "Copyright" not in modules[0].code and "SPDX" not in modules[0].code
 
 
 def test_a_licence_header_or_the_first_definitions_doc_is_no_module_doc() -> None:
@@ -457,6 +458,11 @@ def test_java_class_docs_are_class_pairs() -> None:
 ])
 def test_markup_and_tag_blocks_are_dropped(raw: str, query: str) -> None:
     assert summarise(strip_comment(raw)) == query
+
+
+def test_restructured_text_directives_and_fields_are_dropped_from_docstrings() -> None:
+    docstring = '""".. dialect:: postgresql+psycopg2\n    :name: psycopg2\n\nThe psycopg2 driver for PostgreSQL."""'
+    assert summarise(strip_string(docstring)) == "The psycopg2 driver for PostgreSQL."
 
 
 def test_a_long_doc_is_cut_at_a_sentence_within_the_word_budget() -> None:

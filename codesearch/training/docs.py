@@ -158,6 +158,7 @@ _LABEL_TAG = re.compile(
     r"|flow|jsx|vue|sig|symb|see)\b(?![ \t]*:)[^\n]*$",
     re.IGNORECASE,
 )
+_RST_LABEL = re.compile(r"^[ \t]*(?:\.\. [\w-]+::.*|:[\w-]+:(?:[ \t].*)?)$")
 _SECTION_UNDERLINE = re.compile(r"^[ \t]*[-=~]{3,}[ \t]*$")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z(`\"'])")
 
@@ -192,7 +193,7 @@ def _cut_tags(text: str) -> str:
     lines = text.split("\n")
     kept: list[str] = []
     for i, line in enumerate(lines):
-        if _LABEL_TAG.match(line):
+        if _LABEL_TAG.match(line) or _RST_LABEL.match(line):
             continue
         if _TAG_BLOCK.match(line):
             break
@@ -236,7 +237,8 @@ def summarise(text: str, max_words: int = MAX_DOC_WORDS) -> str:
 # --------------------------------------------------------------------------- what is no query
 
 _LICENCE = re.compile(
-    r"copyright\b|\(c\)\s*(?:19|20)\d\d|licen[cs]ed\s+(?:under|to)|spdx-license-identifier|permission is hereby granted"
+    r"copyright|\(c\)\s*(?:19|20)\d\d|licen[cs]ed\s+(?:under|to)|spdx-|permission is hereby granted|released under"
+    r"|\bMIT licen[cs]e\b|\bBSD licen[cs]e\b"
     r"|all rights reserved|apache license|gnu (?:general|lesser|affero)|mozilla public licen|redistribution and use"
     r"|this (?:file|program|library) is (?:part of|free software)|without warranties or conditions",
     re.IGNORECASE,

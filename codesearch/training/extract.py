@@ -417,29 +417,30 @@ class _FileWalker:
             doc, cut = self.leading_doc(root)
         if not doc:
             return None
-        for child in root.named_children:  # licence headers go too
-            if not is_comment(child):
-                break
-            if is_licence(_text(child)):
-                cut.append((child.start_byte, child.end_byte))
+        for block in self.leading_blocks(root):  # licence headers go too
+            if is_licence("\n".join(_text(n) for n in block)):
+                cut.extend((n.start_byte, n.end_byte) for n in block)
         last_row = max(len(self.line_starts) - 1, 0)
         code = self.code(0, last_row, cut)
         if len(code.strip()) < MIN_CODE_CHARS:
             return None
         return DocPair("module", path, doc, code, self.first_row(0, last_row, cut) + 1)
 
-    def leading_doc(self, root: Node) -> tuple[str, list[tuple[int, int]]]:
-        """The first comment block before the file's code that is neither a licence, a directive nor a definition's doc."""
-        nodes = list(root.named_children)
+    def leading_blocks(self, root: Node) -> list[list[Node]]:
+        """The comments before a file's first statement, in blocks of adjacent lines."""
         blocks: list[list[Node]] = []
-        for node in nodes:
+        for node in root.named_children:
             if not is_comment(node):
                 break
             if blocks and _end_row(blocks[-1][-1]) >= node.start_point[0] - 1:
                 blocks[-1].append(node)
             else:
                 blocks.append([node])
-        for nodes_of_block in blocks:
+        return blocks
+
+    def leading_doc(self, root: Node) -> tuple[str, list[tuple[int, int]]]:
+        """The first comment block before the file's code that is neither a licence, a directive nor a definition's doc."""
+        for nodes_of_block in self.leading_blocks(root):
             block = [n for n in nodes_of_block if not _text(n).startswith("#!")]
             text = "\n".join(_text(n).rstrip("\n") for n in block)
             if not block:

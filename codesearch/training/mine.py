@@ -15,8 +15,8 @@
    repository dominates: module pairs first (up to a fifth of the cap), class
    pairs (up to three tenths), then function pairs, then whatever is left;
 5. about a tenth of the repositories (by a seeded hash, one per language at
-   most, among languages with two sources or more, none holding more than
-   :data:`MAX_HELD_OUT_SHARE` of its language's pairs) held out for
+   most, among languages with two sources or more, each holding between
+   :data:`MIN_HELD_OUT_SHARE` and :data:`MAX_HELD_OUT_SHARE` of its language's pairs) held out for
    validation: the split is by repository, never by pair;
 6. ``train.jsonl.gz`` and ``validation.jsonl.gz`` (one JSON record a line:
    ``query``, ``code``, ``path``, ``repo``, ``language``, ``kind``, ``symbol``,
@@ -64,6 +64,9 @@ VALIDATION_FRACTION = 0.1
 
 MAX_HELD_OUT_SHARE = 0.3
 """A repository holding more than this share of its language's pairs is never held out."""
+
+MIN_HELD_OUT_SHARE = 0.05
+"""Nor one holding less: its language's validation figure would rest on a handful of pairs."""
 
 SPLITS = ("train", "validation")
 
@@ -282,9 +285,9 @@ def validation_repositories(
 
     Only languages with two sources or more give one, so every language keeps
     training repositories. With ``pairs`` (pairs per repository) a repository
-    holding no pairs, or more than :data:`MAX_HELD_OUT_SHARE` of its language's
-    pairs, is passed over: holding out a language's main source would leave it
-    little to train on.
+    holding more than :data:`MAX_HELD_OUT_SHARE` of its language's pairs is
+    passed over (holding out a language's main source would leave it little to
+    train on), and so is one holding less than :data:`MIN_HELD_OUT_SHARE`.
     """
     wanted = max(1, round(len(sources) * fraction))
     primary = Counter(s.languages[0] for s in sources)
@@ -300,7 +303,7 @@ def validation_repositories(
             continue
         if pairs is not None:
             mine = pairs.get(source.repo, 0)
-            if mine == 0 or mine > MAX_HELD_OUT_SHARE * language_pairs[lang]:
+            if not MIN_HELD_OUT_SHARE * language_pairs[lang] <= mine <= MAX_HELD_OUT_SHARE * language_pairs[lang] or not mine:
                 continue
         chosen.append(source.repo)
         languages.add(lang)
@@ -472,6 +475,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 __all__ = [
     "DEFAULT_CAP",
     "MAX_HELD_OUT_SHARE",
+    "MIN_HELD_OUT_SHARE",
     "SPLITS",
     "VALIDATION_FRACTION",
     "MiningReport",
