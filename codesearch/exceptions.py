@@ -78,6 +78,10 @@ class ClusterUnavailableError(CodeSearchError, ConnectionError):
     """The Ray cluster at the address given cannot be reached (or Ray is not installed)."""
 
 
+class TrainingDataError(CodeSearchError, ValueError):
+    """A training sources list is invalid, overlaps the benchmark, or names a repository with no tree here."""
+
+
 __all__ = [
     "CodeSearchError",
     "RootNotFoundError",
@@ -96,4 +100,5 @@ __all__ = [
     "CorpusNotFoundError",
     "RepositoryNotInCorpusError",
     "ClusterUnavailableError",
+    "TrainingDataError",
 ]
