@@ -66,6 +66,14 @@ class IndexCancelledError(CodeSearchError):
     """An index run was asked to stop (:meth:`CodeSearch.cancel_indexing`) and committed nothing."""
 
 
+class InvalidScopeError(CodeSearchError, ValueError):
+    """A search's scope cannot be used: a glob that does not compile, or a path outside the repository."""
+
+
+class RepositoryNotServedError(CodeSearchError, PermissionError):
+    """A server was asked for a folder outside the roots it was started with (``codesearch mcp PATH ...``)."""
+
+
 class CorpusNotFoundError(CodeSearchError, FileNotFoundError):
     """A store URI holds no codesearch corpus (nothing there, or something else)."""
 
@@ -97,6 +105,8 @@ __all__ = [
     "IndexLockedError",
     "IndexReadOnlyError",
     "IndexCancelledError",
+    "InvalidScopeError",
+    "RepositoryNotServedError",
     "CorpusNotFoundError",
     "RepositoryNotInCorpusError",
     "ClusterUnavailableError",

@@ -163,6 +163,9 @@ def resolve_model(model: str | ModelSpec = DEFAULT_MODEL, **overrides: Any) -> M
     """
     if isinstance(model, ModelSpec):
         return dataclasses.replace(model, **overrides) if overrides else model
+    if not model.strip():  # else '' would name the working directory as a local model folder
+        raise ModelNotAvailableError(f"the model name is empty: use one of {', '.join(MODELS)}, a Hugging Face id "
+                                     "or a local model directory")
     if model in MODELS:
         return dataclasses.replace(MODELS[model], **overrides) if overrides else MODELS[model]
     for spec in MODELS.values():
@@ -187,7 +190,7 @@ def resolve_model(model: str | ModelSpec = DEFAULT_MODEL, **overrides: Any) -> M
 def _custom_spec(name: str, source: str, fields: dict[str, Any]) -> ModelSpec:
     if "pooling" not in fields:
         raise ValueError(
-            f"{name} is not in the catalogue, so its pooling is unknown: pass "
+            f"{name!r} is not in the catalogue, so its pooling is unknown: pass "
             "pooling='mean' or pooling='cls' (and max_length=..., query_prefix=... "
             "as the model card says)"
         )
