@@ -24,7 +24,7 @@ from codesearch.embedding.vectors import l2_normalize
 from codesearch.exceptions import ModelNotAvailableError
 
 BATCH_TOKENS = 64 * 1024
-"""Tokens per forward pass (rows × the batch's longest text): large enough to fill a GPU, small enough for any."""
+"""Tokens per forward pass (rows times the batch's longest text): large enough to fill a GPU, small enough for any."""
 
 
 class TorchEncoder:
@@ -100,7 +100,7 @@ class TorchEncoder:
         return vectors, counts, sum(len(t) for t in ids)
 
     def _batches(self, ids: list[list[int]]) -> Iterator[list[int]]:
-        """Rows sorted by length, cut so that rows × the longest stays within ``batch_tokens``."""
+        """Rows sorted by length, cut so that rows times the longest stays within ``batch_tokens``."""
         order = sorted(range(len(ids)), key=lambda i: -len(ids[i]))
         start = 0
         while start < len(order):
