@@ -169,8 +169,9 @@ def _searcher(path: str, model: str, index_dir: str | None, int8: bool, no_ignor
               read_only: bool = False, **options: Any):
     from codesearch.search import CodeSearch
 
+    # A command answers once and exits: it waits for the check of the index files it reads (verify_first).
     return CodeSearch(path, model=_model(model), index_dir=index_dir, int8=int8, use_ignore_files=not no_ignore,
-                      read_only=True if read_only else None, **options)
+                      read_only=True if read_only else None, verify_first=True, **options)
 
 
 @main.command()
@@ -263,7 +264,7 @@ def search(
         from codesearch.multi import MultiSearch
 
         multi = MultiSearch(paths, model=_model(model), int8=int8, progress=not as_json,
-                            read_only=True if read_only else None)
+                            read_only=True if read_only else None, verify_first=True)
         hits = multi.search(query, **options)
         infos = [(str(s.root), info) for s, info in zip(multi.searchers, multi.last_search)]
     tiers = {root: info.tier if info else None for root, info in infos}
