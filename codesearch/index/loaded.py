@@ -61,6 +61,8 @@ class LoadedIndex:
         facts: what the ranking stages read.
         read: per chunk, whether the transformer read it; ``None`` when it read
             every chunk (or there is no transformer tier).
+        unstored: the files this index holds as they were re-read into memory, which the stored generation it
+            was built on (``token``) holds otherwise or not at all; empty for an index as committed.
     """
 
     def __init__(self, manifest: IndexManifest, columns: ChunkColumns, vectors: dict[Tier, np.ndarray], bm25: BM25,
@@ -78,6 +80,7 @@ class LoadedIndex:
         unread = {KIND_CODES[k] for k in manifest.unread_kinds or ()}
         read = ~np.isin(columns.kind, list(unread)) if unread else None
         self.read = None if FULL not in vectors or read is None or read.all() else read
+        self.unstored: frozenset[str] = frozenset()
 
     @classmethod
     def from_snapshot(cls, snapshot: IndexSnapshot, token: bytes | None) -> LoadedIndex:

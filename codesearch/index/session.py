@@ -105,10 +105,13 @@ class IndexSession:
         """
         token = self.store.current_token()
         if token is not None and (self.loaded is None or self.loaded.token != token):
+            before = self.loaded
             try:
                 self.loaded = LoadedIndex.from_snapshot(self.store.load(mmap=True), token)
             except IndexFormatError:
                 token = None  # made by an older codesearch: built again, as if there were none
+            if before is not None and before.unstored:
+                self.freshness.recheck(before.unstored)  # the new commit may hold them otherwise than memory did
         if token is None:
             if self.store.read_only:
                 raise IndexNotFoundError(
@@ -129,18 +132,22 @@ class IndexSession:
             return Changes()
         loaded = self.checked(self.current()[0])
         token = self.store.current_token()
-        if self.store.read_only and token is not None and loaded.token == token and loaded.verification is None:
+        if token is not None and loaded.token == token and loaded.unstored:
             # Refreshed in memory: the changes are counted against the stored index, which is as it was.
             loaded = self.checked(LoadedIndex.from_snapshot(self.store.load(mmap=True), token))
         return self.freshness.changes(loaded)
 
     def refresh(self, loaded: LoadedIndex) -> tuple[LoadedIndex, int]:
-        """Re-index the files changed since ``loaded`` (see :meth:`Freshness.refresh`); in memory only when read-only."""
+        """Re-index the files changed since ``loaded`` (see :meth:`Freshness.refresh`): committed, or in memory
+        only when the index is read-only here or another process holds its write lock."""
 
-        def rebuild() -> LoadedIndex:
+        def rebuild(found: Changes, commit: bool) -> LoadedIndex:
             tier = KEYWORD if self.tiers.keyword_only else loaded.manifest.tier
-            self.loaded, _ = self.builder.build(tier, verified(loaded), commit=not self.store.read_only)
-            return self.loaded
+            built, _ = self.builder.build(tier, verified(loaded), commit=commit)
+            if not commit:
+                built.unstored = loaded.unstored | {*found.added, *found.modified, *found.removed}
+            self.loaded = built
+            return built
 
         return self.freshness.refresh(loaded, rebuild)
 
@@ -222,7 +229,7 @@ class IndexSession:
         if not ranked:
             note = why_empty(loaded, where, mask, query, mode, self.root, self.freshness.use_ignore_files,
                              [self.store.directory])
-        info = SearchInfo(tier or KEYWORD, refreshed, built, time.perf_counter() - started, note)
+        info = SearchInfo(tier or KEYWORD, refreshed, built, time.perf_counter() - started, note, len(loaded.unstored))
         self.upgrade_after(loaded, tier)
         return loaded, ranked, info
 
@@ -239,14 +246,10 @@ class IndexSession:
                 "refreshed_in_memory": self._refreshed_in_memory()}
 
     def _refreshed_in_memory(self) -> int:
-        """Files this read-only searcher re-read into memory since the stored index (0 when it writes its index)."""
+        """Files this searcher re-read into memory since the stored index, which holds them otherwise (0 when the
+        stored index is what it answers from)."""
         loaded = self.loaded
-        token = self.store.current_token()
-        if not self.store.read_only or loaded is None or token is None or loaded.token != token:
-            return 0
-        before = self.checked(LoadedIndex.from_snapshot(self.store.load(mmap=True), token)).known_stats()
-        now = loaded.known_stats()
-        return sum(1 for path in before.keys() | now.keys() if before.get(path) != now.get(path))
+        return len(loaded.unstored) if loaded is not None and loaded.token == self.store.current_token() else 0
 
     def status(self) -> dict[str, Any]:
         """:meth:`info`, the files changed since, and how changes are found (see :meth:`CodeSearch.status`)."""
