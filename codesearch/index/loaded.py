@@ -113,11 +113,12 @@ class LoadedIndex:
             vectors[tier] = array
         loaded = cls(manifest, columns, vectors, bm25, symbols, token, snapshot.verification)
         for tier, array in vectors.items():
-            # The graph is read by native code: its file's sha256 is checked before it is first viewed.
+            # The graph is read by native code: its files' sha256 are checked before it is first viewed.
+            check = None if snapshot.verification is None else functools.partial(
+                _check_graph, snapshot.verification, tier)
             loaded.searches[tier] = VectorSearch.from_arrays(arrays, graph_prefix(tier), array,
                                                              loaded.read if tier == FULL else None,
-                                                             params=TIER_PARAMS[tier],
-                                                             before_view=functools.partial(loaded._check_graph, tier))
+                                                             params=TIER_PARAMS[tier], before_view=check)
         return loaded
 
     def __len__(self) -> int:
@@ -148,12 +149,6 @@ class LoadedIndex:
         others = [(f"{ARRAYS[t]}.npy", f"{graph_prefix(t)}_") for t in ARRAYS if t not in wanted]
         return {name for name in self.verification.files
                 if not any(name == vectors or name.startswith(graph) for vectors, graph in others)}
-
-    def _check_graph(self, tier: Tier) -> None:
-        """Before a tier's stored graph is first viewed: its files' sha256 checked (waiting for it if need be)."""
-        if self.verification is not None:
-            prefix = f"{graph_prefix(tier)}_"
-            self.verification.require({name for name in self.verification.files if name.startswith(prefix)})
 
     def hit(self, i: int, score: float) -> Hit:
         """Chunk ``i`` as a search hit (its text read now)."""
@@ -286,6 +281,12 @@ def rank_exactly(query: str, mode: Mode, tier: Tier | None, query_vector: np.nda
             if tier == FULL and static_vector is not None:
                 lists[LIST_OF[STATIC]] = vectors[STATIC] @ static_vector
         return rank_scores(query, lists, facts, ranking, k, mask, scored, covered)
+
+
+def _check_graph(verification: Verification, tier: Tier) -> None:
+    """Before a tier's stored graph is first viewed: its files' sha256 checked (waiting for them if need be)."""
+    prefix = f"{graph_prefix(tier)}_"
+    verification.require({name for name in verification.files if name.startswith(prefix)})
 
 
 def _file_kinds(columns: ChunkColumns) -> list[str]:
