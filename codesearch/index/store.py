@@ -247,6 +247,9 @@ class Verification:
             IndexCorruptError: a file of the generation (any, not only those named) was found damaged; the
                 message names it.
         """
+        if self._done.is_set():  # every file checked, or one found damaged
+            self.check()
+            return
         named = None if names is None else set(names)
         wanted = [name for name in self._order if named is None or name in named]
         for name in wanted:
