@@ -124,7 +124,7 @@ class CodeSearch:
             index folder (a read-only folder or file system).
         verify_first: before an answer, wait for the sha256 of the index files it reads (the files not yet
             checked are hashed then, on two threads): a damaged index never answers, at the price of reading
-            every file the answer needs once per process (0.1-0.3 s at 90k chunks). ``False`` (default) answers
+            every file the answer needs once per process (about 0.3 s at 90k chunks on two cores). ``False`` (default) answers
             from the moment the index opens while a background thread checks the files; every answer after a
             failed check raises :class:`~codesearch.exceptions.IndexCorruptError`, and the checks of structure
             that cost nothing (sizes, offsets, numbers in range, ``.npy`` headers) run at open either way. The
@@ -468,8 +468,9 @@ class CodeSearch:
 
     def status(self) -> dict[str, Any]:
         """:meth:`info`, plus how many files changed on disk since (a stat pass; nothing is re-indexed), and how
-        searches find changes: ``freshness`` is ``"watch"`` or ``"stat"``, ``freshness_reason`` says why. A
-        read-only searcher also says how many it refreshed in memory (``refreshed_in_memory``).
+        searches find changes: ``freshness`` is ``"watch"`` or ``"stat"``, ``freshness_reason`` says why, and
+        ``refreshed_in_memory`` how many files this searcher holds in memory otherwise than the stored index (re-read
+        because the index is read-only here or another process held its write lock).
 
         Raises:
             IndexNotFoundError: nothing has been indexed yet.
