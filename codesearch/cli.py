@@ -234,8 +234,9 @@ def _searcher(path: str, model: str, index_dir: str | None, int8: bool, no_ignor
               read_only: bool = False, **options: Any):
     from codesearch.search import CodeSearch
 
+    # A command answers once and exits: it waits for the check of the index files it reads (verify_first).
     return CodeSearch(path, model=_model(model), index_dir=index_dir, int8=int8, use_ignore_files=not no_ignore,
-                      read_only=True if read_only else None, **options)
+                      read_only=True if read_only else None, verify_first=True, **options)
 
 
 @main.command()
@@ -324,22 +325,26 @@ def search(
         searcher = _searcher(paths[0], model, index_dir, int8, read_only=read_only, progress=not as_json)
         hits = searcher.search(query, **options)
         infos = [(str(searcher.root), searcher.last_search)]
+        unwritable = searcher.read_only
     else:
         from codesearch.multi import MultiSearch
 
         multi = MultiSearch(paths, model=_model(model), int8=int8, progress=not as_json,
-                            read_only=True if read_only else None)
+                            read_only=True if read_only else None, verify_first=True)
         hits = multi.search(query, **options)
         infos = [(str(s.root), info) for s, info in zip(multi.searchers, multi.last_search)]
+        unwritable = all(s.read_only for s in multi.searchers)
     tiers = {root: info.tier if info else None for root, info in infos}
     notes = [(root, info.note) for root, info in infos if info and info.note]
     note = None
     if not hits and notes:
         note = notes[0][1] if len(infos) == 1 else "; ".join(f"{root}: {text}" for root, text in notes)
+    in_memory = sum(info.refreshed_in_memory for _, info in infos if info)
     answer = {
         "query": query,
         "tier": next(iter(tiers.values())) if len(tiers) == 1 else tiers,
         "refreshed": sum(info.refreshed for _, info in infos if info),
+        "refreshed_in_memory": in_memory,
         "hits": hits_data(hits, compact=compact),
     }
 
@@ -347,6 +352,10 @@ def search(
         if not fitted["hits"]:
             click.echo("no hits")
         _echo_hits(fitted["hits"], preview_lines, with_root=len(paths) > 1)
+        if in_memory:
+            why = "it is read-only here" if unwritable else "another process holds its write lock"
+            click.echo(f"({in_memory} changed files were read into memory for this answer; the stored index is as it "
+                       f"was: {why})", err=True)
         static_roots = [root for root, tier in tiers.items() if tier == "static"]
         if static_roots:
             click.echo(f"(answered from the static tier; `codesearch index {printable(static_roots[0])}` adds the "

@@ -28,14 +28,14 @@ class Strings(Sequence[str]):
         return len(self.offsets) - 1
 
     def __getitem__(self, i: int) -> str:  # type: ignore[override]
-        return bytes(self.blob[self.offsets[i]:self.offsets[i + 1]]).decode("utf-8", "surrogatepass")
+        return _decode(bytes(self.blob[self.offsets[i]:self.offsets[i + 1]]))
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.tolist())
 
     def tolist(self) -> list[str]:
         """Every string at once (one decode of the blob)."""
-        text = bytes(self.blob).decode("utf-8", "surrogatepass")
+        text = _decode(bytes(self.blob))
         if text.isascii() or len(text) == len(self.blob):
             bounds = self.offsets.tolist()
             return [text[a:b] for a, b in pairwise(bounds)]
@@ -64,10 +64,31 @@ class Strings(Sequence[str]):
 
     @classmethod
     def from_arrays(cls, arrays: Mapping[str, np.ndarray], name: str) -> Strings:
+        """The strings stored as ``name`` (the blob) and ``name_offsets``.
+
+        Raises:
+            KeyError: either array is missing.
+            IndexCorruptError: the offsets do not run from 0 up to the blob's end.
+        """
         blob, offsets = arrays[name], arrays[f"{name}_offsets"]
-        if blob.ndim != 1 or offsets.ndim != 1 or len(offsets) < 1 or int(offsets[-1]) != blob.size:
+        if (blob.ndim != 1 or blob.dtype != np.uint8 or offsets.ndim != 1 or offsets.dtype.kind not in "iu"
+                or len(offsets) < 1 or int(offsets[0]) != 0 or int(offsets[-1]) != blob.size
+                or not ascending(offsets)):
             raise IndexCorruptError(f"the stored {name} do not fit their offsets; rebuild the index")
         return cls(blob, offsets)
 
 
-__all__ = ["Strings"]
+def ascending(values: np.ndarray) -> bool:
+    """Whether ``values`` never decrease (offsets into a blob, rows in file order)."""
+    return len(values) < 2 or bool((values[1:] >= values[:-1]).all())
+
+
+def _decode(data: bytes) -> str:
+    """UTF-8 as the writer encoded it (lone surrogates kept); bytes it cannot have written are damage."""
+    try:
+        return data.decode("utf-8", "surrogatepass")
+    except UnicodeDecodeError as err:
+        raise IndexCorruptError(f"stored text is not the UTF-8 it was written as ({err}); rebuild the index") from None
+
+
+__all__ = ["Strings", "ascending"]

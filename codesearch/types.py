@@ -192,6 +192,11 @@ class SearchInfo:
         note: why the answer is empty (no indexed file in scope, every file
             of the kind asked for skipped and why, no word of the query in the
             index ...); ``None`` when there are hits.
+        refreshed_in_memory: files the answer read as they are on disk while
+            the stored index holds them otherwise: re-indexed in this process's
+            memory only, because the index is read-only here or another process
+            held its write lock (``codesearch index`` running). 0 when the
+            stored index is what answered.
     """
 
     tier: str
@@ -199,6 +204,7 @@ class SearchInfo:
     built: bool
     seconds: float
     note: str | None = None
+    refreshed_in_memory: int = 0
 
 
 def check_search(query: str, k: int, mode: str) -> None:

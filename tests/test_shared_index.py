@@ -150,3 +150,81 @@ def test_several_processes_read_one_read_only_index_at_once(repo: Path, tmp_path
         assert proc.returncode == 0, err
         assert json.loads(out) == [["pkg/zoo.py", "pkg/utils.py", 1]] * 5
     assert _files(index_dir) == stored
+
+
+_HOLDER = textwrap.dedent(
+    """
+    import sys, time
+    from codesearch.index.store import IndexStore
+
+    with IndexStore(sys.argv[1]).write_lock():
+        print("held", flush=True)
+        sys.stdin.read()  # until the test closes it
+    """
+)
+
+
+def test_a_search_while_another_process_writes_the_index_refreshes_in_memory_and_says_so(
+        repo: Path, tmp_path: Path) -> None:
+    """`codesearch index REPO &` holds the write lock: a search meanwhile sees new, changed and deleted files, from
+    memory, and says so; once the lock is free again a search commits them."""
+    from click.testing import CliRunner
+
+    import codesearch.search as search_module
+    from codesearch.cli import main
+
+    index_dir = tmp_path / "index"
+    (repo / "pkg" / "adapters.py").write_text("def send_adapter(request):\n    return request\n")
+    _searcher(repo, index_dir)[0].index()
+    (repo / "pkg" / "zoo.py").write_text("def zebra_crossing():\n    return 'stripes'\n")  # new
+    (repo / "pkg" / "utils.py").write_text(UTILS.replace("super_len", "body_length"))  # changed
+    (repo / "pkg" / "adapters.py").unlink()  # deleted
+    def committed() -> dict[str, bytes]:
+        return {name: data for name, data in _files(index_dir).items() if name != "LOCK"}  # LOCK names its holder
+
+    stored = committed()
+    script = tmp_path / "holder.py"
+    script.write_text(_HOLDER)
+    holder = subprocess.Popen([sys.executable, str(script), str(index_dir)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        cs, _, _ = _searcher(repo, index_dir)
+        assert cs.search("zebra_crossing", k=1, mode="bm25")[0].path == "pkg/zoo.py"
+        info = cs.last_search
+        assert info is not None and (info.refreshed, info.refreshed_in_memory) == (3, 3)
+        assert cs.search("body_length", k=1)[0].path == "pkg/utils.py"
+        assert not [h for h in cs.search("send_adapter", k=5, mode="bm25") if h.path == "pkg/adapters.py"]
+        assert cs.last_search is not None and cs.last_search.refreshed_in_memory == 3  # still the stored index's lag
+        assert [h.path for h in cs.definitions("zebra_crossing")] == ["pkg/zoo.py"]
+        assert not cs.references("super_len").hits
+        status = cs.status()
+        assert status["changed_files"] == 3 and status["refreshed_in_memory"] == 3
+        assert sorted(status["changes"]["added"] + status["changes"]["modified"] + status["changes"]["removed"]) == [
+            "pkg/adapters.py", "pkg/utils.py", "pkg/zoo.py"]
+
+        real = search_module.CodeSearch
+        with pytest.MonkeyPatch.context() as patch:  # the CLI with the stand-in models
+            patch.setattr(search_module, "CodeSearch", lambda path, model, **kw: _searcher(Path(path), **kw)[0])
+            found = CliRunner().invoke(main, ["search", "zebra_crossing", str(repo), "--mode", "bm25",
+                                              "--index-dir", str(index_dir), "--json"])
+            assert found.exit_code == 0, found.output
+            answer = json.loads(found.stdout)
+            assert answer["hits"][0]["path"] == "pkg/zoo.py"
+            assert (answer["refreshed"], answer["refreshed_in_memory"]) == (3, 3)
+            text = CliRunner().invoke(main, ["search", "body_length", str(repo), "--mode", "bm25",
+                                             "--index-dir", str(index_dir)])
+            assert text.exit_code == 0 and "pkg/utils.py" in text.stdout
+            assert "3 changed files were read into memory for this answer" in text.stderr
+        assert search_module.CodeSearch is real
+        assert committed() == stored  # nothing committed while the lock was held
+    finally:
+        holder.communicate(timeout=30)
+    assert holder.returncode == 0
+    assert cs.search("zebra_crossing", k=1, mode="bm25")[0].path == "pkg/zoo.py"  # the lock is free: committed now
+    assert cs.last_search is not None and cs.last_search.refreshed_in_memory == 0
+    assert committed() != stored
+    fresh, dense, static = _searcher(repo, index_dir)
+    assert fresh.status()["changed_files"] == 0
+    assert fresh.search("body_length", k=1)[0].path == "pkg/utils.py" and fresh.last_search.refreshed == 0
+    assert dense.calls == [] and static.calls == []

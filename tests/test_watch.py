@@ -295,3 +295,48 @@ def test_folder_watcher_drops_skipped_folders_and_asks_for_a_rescan_past_its_bou
     finally:
         watcher.stop()
     assert watcher.state == "stopped" and not watcher.alive
+
+
+_STALE_WRITER = """
+import sys
+from codesearch.index.store import IndexStore
+
+store = IndexStore(sys.argv[1])
+with store.write_lock():
+    old = store.load()  # the index before the edit, as a build that listed the files before it would commit
+    print("held", flush=True)
+    sys.stdin.readline()
+    store.save(old)
+print("committed", flush=True)
+"""
+
+
+def test_while_another_process_writes_an_edit_is_read_into_memory_and_checked_again_after_its_commit(
+        repo: Path, tmp_path: Path, stat_passes: list[int], no_leaked_watchers: None) -> None:
+    """Watch mode while another process holds the write lock: the reported edit is refreshed in memory (the
+    watcher's report is used up), and once that process commits a generation without the edit, the edit is still
+    seen: the paths held in memory are checked again against the new commit."""
+    import subprocess
+    import sys
+
+    index_dir = tmp_path / "index"
+    with _watching(repo, index_dir) as cs:
+        writer = subprocess.Popen([sys.executable, "-c", _STALE_WRITER, str(index_dir)], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, text=True)
+        try:
+            assert writer.stdout is not None and writer.stdout.readline().strip() == "held"
+            _write_later(repo / "pkg" / "mod4.py", "def zebra_crossing(request):\n    return request\n")
+            _until(_reported(cs, "pkg/mod4.py"), "the edit's report")
+            stat_passes.clear()
+            assert cs.search("zebra_crossing", k=1, mode="bm25")[0].path == "pkg/mod4.py"
+            assert cs.last_search is not None and cs.last_search.refreshed_in_memory == 1
+            assert writer.stdin is not None
+            writer.stdin.write("commit\n")
+            writer.stdin.flush()
+            assert writer.stdout.readline().strip() == "committed"
+        finally:
+            writer.communicate(timeout=30)
+        assert cs.search("zebra_crossing", k=1, mode="bm25")[0].path == "pkg/mod4.py"
+        assert cs.last_search is not None and (cs.last_search.refreshed, cs.last_search.refreshed_in_memory) == (1, 0)
+        assert stat_passes == []  # the path held in memory was checked, not the tree
+    assert CodeSearch(repo, model=None, index_dir=index_dir).status()["changed_files"] == 0

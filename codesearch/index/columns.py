@@ -18,7 +18,7 @@ import numpy as np
 
 from codesearch.exceptions import IndexCorruptError
 from codesearch.scope import KINDS
-from codesearch.strings import Strings
+from codesearch.strings import Strings, ascending
 
 KIND_CODES: Mapping[str, int] = {kind: code for code, kind in enumerate(KINDS)}
 
@@ -144,13 +144,32 @@ class ChunkColumns:
         except KeyError as err:
             raise IndexCorruptError(f"the index has no {err.args[0]} (an index from an older codesearch); "
                                     "re-run `codesearch index`") from None
-        fields = {name: getattr(columns, name) for name in cls._FIELDS}
-        n, files = len(columns.file_of), len(columns.paths)
-        if (any(len(fields[name]) != n for name in ("start", "end", "kind", "key"))
-                or len(columns.texts) != n or len(columns.symbol_start) != n + 1
-                or any(len(fields[name]) != files for name in ("file_sha256", "file_size", "file_mtime"))):
-            raise IndexCorruptError("the stored chunk columns do not fit together; re-run `codesearch index`")
+        problem = columns._misfit()
+        if problem:
+            raise IndexCorruptError(f"the stored chunk columns do not fit together ({problem}); "
+                                    "re-run `codesearch index`")
         return columns
+
+    def _misfit(self) -> str | None:
+        """What in the columns contradicts the rest (sizes, file numbers, kinds, lines, symbol offsets), or
+        ``None``. Vectorised over the per-chunk columns only (no text is read): a few milliseconds at 100k chunks."""
+        fields = {name: getattr(self, name) for name in self._FIELDS}
+        n, files = len(self.file_of), len(self.paths)
+        if (any(fields[name].ndim != 1 or len(fields[name]) != n for name in ("file_of", "start", "end", "kind"))
+                or len(self.texts) != n or len(self.symbol_start) != n + 1
+                or any(len(fields[name]) != files for name in ("file_sha256", "file_size", "file_mtime"))
+                or self.key.shape != (n, 32) or self.file_sha256.shape != (files, 32)):
+            return "sizes"
+        if n and (int(self.file_of[0]) < 0 or int(self.file_of[-1]) >= files or not ascending(self.file_of)):
+            return "file numbers out of order or range"
+        if n and int(self.kind.max()) >= len(KIND_CODES):
+            return "an unknown kind"
+        if n and (int(self.start.min()) < 1 or bool((self.end < self.start).any())):
+            return "line numbers"
+        starts = self.symbol_start
+        if int(starts[0]) != 0 or int(starts[-1]) != len(self.symbols) or not ascending(starts):
+            return "symbol offsets"
+        return None
 
 
 class ColumnsWriter:

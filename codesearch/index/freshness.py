@@ -26,7 +26,8 @@ from __future__ import annotations
 import logging
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -207,28 +208,45 @@ class Freshness:
         if pending is not None and self._watcher is not None:
             self._watcher.put_back(pending)
 
-    def refresh(self, loaded: LoadedIndex, rebuild: Callable[[], LoadedIndex]) -> tuple[LoadedIndex, int]:
+    def refresh(self, loaded: LoadedIndex, rebuild: Callable[[Changes, bool], LoadedIndex]) -> tuple[LoadedIndex, int]:
         """Re-index the changed files, if any: ``(the index now, how many files changed)``.
 
-        ``rebuild`` runs under the store's write lock, taken without waiting:
-        when another writer holds it, the committed index answers as it is
-        (0 files refreshed). A read-only store takes no lock: ``rebuild``
-        builds in memory only.
+        ``rebuild(changes, commit)`` builds on ``loaded``. It commits under the
+        store's write lock, taken without waiting. When another process holds
+        the lock (``codesearch index`` running), or the store is read-only and
+        takes none, it builds in memory only (``commit=False``): the answer
+        sees the files as they are on disk, the stored index stays as it was,
+        and the index returned names the files it holds otherwise
+        (:attr:`LoadedIndex.unstored`). The first refresh that finds the lock
+        free commits what was refreshed in memory.
         """
         found, taken = self._find(loaded)
-        if not found:
+        behind = bool(loaded.unstored) and not self.store.read_only
+        if not found and not behind:
             return loaded, 0
-        if self.store.read_only:
-            return rebuild(), len(found)
         try:
-            with self.store.write_lock(timeout=0):
-                return rebuild(), len(found)
-        except IndexLockedError:
-            self._put_back(taken)  # seen again by the next search
-            return loaded, 0
+            with ExitStack() as held:
+                commit = not self.store.read_only and self._lock(held)
+                if not found and not commit:
+                    return loaded, 0  # memory is up to date; the stored index catches up once the lock is free
+                return rebuild(found, commit), len(found)
         except BaseException:
-            self._put_back(taken)
+            self._put_back(taken)  # seen again by the next search
             raise
+
+    def _lock(self, held: ExitStack) -> bool:
+        """Take the store's write lock into ``held`` if no one holds it; whether it was taken."""
+        try:
+            held.enter_context(self.store.write_lock(timeout=0))
+        except IndexLockedError:
+            return False
+        return True
+
+    def recheck(self, paths: Iterable[str]) -> None:
+        """Have the next search check ``paths`` again: files an index refreshed in memory held otherwise than the
+        committed one that replaced it may (a watcher reported them once; a stat pass checks every file anyway)."""
+        if self._watcher is not None and paths:
+            self._watcher.put_back(Pending(frozenset(paths)))
 
     # -- the transformer tier, built in the background ----------------------------
 

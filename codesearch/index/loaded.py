@@ -6,7 +6,8 @@ build just made) and answers a query through the ranking pipeline (:meth:`Loaded
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import functools
+from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from typing import Any
 
@@ -60,6 +61,8 @@ class LoadedIndex:
         facts: what the ranking stages read.
         read: per chunk, whether the transformer read it; ``None`` when it read
             every chunk (or there is no transformer tier).
+        unstored: the files this index holds as they were re-read into memory, which the stored generation it
+            was built on (``token``) holds otherwise or not at all; empty for an index as committed.
     """
 
     def __init__(self, manifest: IndexManifest, columns: ChunkColumns, vectors: dict[Tier, np.ndarray], bm25: BM25,
@@ -77,6 +80,7 @@ class LoadedIndex:
         unread = {KIND_CODES[k] for k in manifest.unread_kinds or ()}
         read = ~np.isin(columns.kind, list(unread)) if unread else None
         self.read = None if FULL not in vectors or read is None or read.all() else read
+        self.unstored: frozenset[str] = frozenset()
 
     @classmethod
     def from_snapshot(cls, snapshot: IndexSnapshot, token: bytes | None) -> LoadedIndex:
@@ -86,36 +90,65 @@ class LoadedIndex:
             IndexCorruptError: the arrays do not fit together, or come from an older codesearch.
         """
         arrays = snapshot.arrays
+        manifest = IndexManifest.from_json(snapshot.manifest)
         bm25 = BM25.from_arrays({name[len(BM25_PREFIX):]: a for name, a in arrays.items() if name.startswith(BM25_PREFIX)})
         columns = ChunkColumns.from_arrays(arrays)
         try:
-            symbols = SymbolTable.from_arrays(arrays)
+            symbols = SymbolTable.from_arrays(arrays, len(columns))
         except KeyError:
             raise IndexCorruptError("the index has no symbol table (an index from an older codesearch); "
                                     "re-run `codesearch index`") from None
+        if bm25.shape_[0] != len(columns) or (manifest.n_chunks and manifest.n_chunks != len(columns)):
+            raise IndexCorruptError("the stored keywords, chunks and manifest count different chunks; "
+                                    "re-run `codesearch index`")
         vectors = {}
         for tier, name in ARRAYS.items():
             array = arrays.get(name)
             if array is None:
                 continue
-            if len(array) != len(columns):
+            facts = manifest.of(tier)
+            if array.ndim != 2 or len(array) != len(columns) or (facts is not None and facts.dim
+                                                                 and array.shape[1] != facts.dim):
                 raise IndexCorruptError(f"the stored {name} do not match the stored chunks; re-run `codesearch index`")
             vectors[tier] = array
-        loaded = cls(IndexManifest.from_json(snapshot.manifest), columns, vectors, bm25, symbols, token,
-                     snapshot.verification)
+        loaded = cls(manifest, columns, vectors, bm25, symbols, token, snapshot.verification)
         for tier, array in vectors.items():
+            # The graph is read by native code: its files' sha256 are checked before it is first viewed.
+            check = None if snapshot.verification is None else functools.partial(
+                _check_graph, snapshot.verification, tier)
             loaded.searches[tier] = VectorSearch.from_arrays(arrays, graph_prefix(tier), array,
                                                              loaded.read if tier == FULL else None,
-                                                             params=TIER_PARAMS[tier])
+                                                             params=TIER_PARAMS[tier], before_view=check)
         return loaded
 
     def __len__(self) -> int:
         return len(self.columns)
 
-    def check(self) -> None:
-        """Raise when the background check found a damaged file (see :class:`~codesearch.index.store.Verification`)."""
-        if self.verification is not None:
-            self.verification.check()
+    def check(self, tiers: Iterable[Tier] = (), *, wait: bool = False) -> None:
+        """Raise when a file of the index was found damaged (see :class:`~codesearch.index.store.Verification`).
+
+        Args:
+            tiers: the embedding tiers an answer reads.
+            wait: first have the sha256 of every file an answer from ``tiers`` reads checked (every file but the
+                vectors and graphs of the other tiers), hashing here those the background check has not reached.
+                Without it, an answer may come before the verdict, never after a failed one.
+
+        Raises:
+            IndexCorruptError: the message names the damaged file.
+        """
+        if self.verification is None:
+            return
+        if wait:
+            self.verification.require(self.files_read(tiers))
+        self.verification.check()
+
+    def files_read(self, tiers: Iterable[Tier] = ()) -> set[str]:
+        """The files of the generation an answer from ``tiers`` reads: all but other tiers' vectors and graphs."""
+        assert self.verification is not None
+        wanted = set(tiers)
+        others = [(f"{ARRAYS[t]}.npy", f"{graph_prefix(t)}_") for t in ARRAYS if t not in wanted]
+        return {name for name in self.verification.files
+                if not any(name == vectors or name.startswith(graph) for vectors, graph in others)}
 
     def hit(self, i: int, score: float) -> Hit:
         """Chunk ``i`` as a search hit (its text read now)."""
@@ -248,6 +281,12 @@ def rank_exactly(query: str, mode: Mode, tier: Tier | None, query_vector: np.nda
             if tier == FULL and static_vector is not None:
                 lists[LIST_OF[STATIC]] = vectors[STATIC] @ static_vector
         return rank_scores(query, lists, facts, ranking, k, mask, scored, covered)
+
+
+def _check_graph(verification: Verification, tier: Tier) -> None:
+    """Before a tier's stored graph is first viewed: its files' sha256 checked (waiting for them if need be)."""
+    prefix = f"{graph_prefix(tier)}_"
+    verification.require({name for name in verification.files if name.startswith(prefix)})
 
 
 def _file_kinds(columns: ChunkColumns) -> list[str]:

@@ -202,13 +202,12 @@ def _candidates(loaded: LoadedIndex, identifier: str) -> list[int]:
     """Chunks whose keyword terms hold every term of ``identifier`` (a superset of those that use it), in file
     then chunk order; every chunk when the identifier leaves no term (each part too long to be one)."""
     bm25 = loaded.bm25
-    docs, indptr = bm25.postings_.docs, bm25.postings_.indptr
     found: np.ndarray | None = None
     for term in sorted(set(split_identifier(identifier)), key=len, reverse=True):
         t = bm25.vocabulary_.get(term)
         if t is None:
             return []
-        postings = docs[indptr[t]:indptr[t + 1]]
+        postings = bm25.documents(t)
         found = postings if found is None else np.intersect1d(found, postings, assume_unique=True)
     chunks = range(len(loaded)) if found is None else found.tolist()
     files = loaded.facts.files

@@ -11,6 +11,7 @@ answers a query through :meth:`LoadedIndex.rank`.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,7 @@ class SessionOptions:
         background_upgrade: after an answer from the static tier, build the transformer's in the background.
         lock_timeout: seconds to wait for another writer of the same index.
         progress: show progress bars when an answer has to build the index first.
+        verify_first: before an answer, wait for the sha256 of the files it reads (see :meth:`LoadedIndex.check`).
     """
 
     fast_start: bool = True
@@ -48,6 +50,7 @@ class SessionOptions:
     background_upgrade: bool = False
     lock_timeout: float = 30.0
     progress: bool = False
+    verify_first: bool = False
 
 
 class IndexSession:
@@ -102,10 +105,13 @@ class IndexSession:
         """
         token = self.store.current_token()
         if token is not None and (self.loaded is None or self.loaded.token != token):
+            before = self.loaded
             try:
                 self.loaded = LoadedIndex.from_snapshot(self.store.load(mmap=True), token)
             except IndexFormatError:
                 token = None  # made by an older codesearch: built again, as if there were none
+            if before is not None and before.unstored:
+                self.freshness.recheck(before.unstored)  # the new commit may hold them otherwise than memory did
         if token is None:
             if self.store.read_only:
                 raise IndexNotFoundError(
@@ -124,20 +130,24 @@ class IndexSession:
         """Files changed on disk since the stored index (empty when there is none)."""
         if not self.store.exists():
             return Changes()
-        loaded = self.current()[0]
+        loaded = self.checked(self.current()[0])
         token = self.store.current_token()
-        if self.store.read_only and token is not None and loaded.token == token and loaded.verification is None:
+        if token is not None and loaded.token == token and loaded.unstored:
             # Refreshed in memory: the changes are counted against the stored index, which is as it was.
-            loaded = LoadedIndex.from_snapshot(self.store.load(mmap=True), token)
+            loaded = self.checked(LoadedIndex.from_snapshot(self.store.load(mmap=True), token))
         return self.freshness.changes(loaded)
 
     def refresh(self, loaded: LoadedIndex) -> tuple[LoadedIndex, int]:
-        """Re-index the files changed since ``loaded`` (see :meth:`Freshness.refresh`); in memory only when read-only."""
+        """Re-index the files changed since ``loaded`` (see :meth:`Freshness.refresh`): committed, or in memory
+        only when the index is read-only here or another process holds its write lock."""
 
-        def rebuild() -> LoadedIndex:
+        def rebuild(found: Changes, commit: bool) -> LoadedIndex:
             tier = KEYWORD if self.tiers.keyword_only else loaded.manifest.tier
-            self.loaded, _ = self.builder.build(tier, verified(loaded), commit=not self.store.read_only)
-            return self.loaded
+            built, _ = self.builder.build(tier, verified(loaded), commit=commit)
+            if not commit:
+                built.unstored = loaded.unstored | {*found.added, *found.modified, *found.removed}
+            self.loaded = built
+            return built
 
         return self.freshness.refresh(loaded, rebuild)
 
@@ -146,10 +156,20 @@ class IndexSession:
         files refreshed)``."""
         loaded, built = self.current()
         self.freshness.follow(loaded)  # watch=True: a watcher over this index's folders, started once
-        if not self._stat_pass_wanted(loaded, built, refresh):
-            return loaded, built, 0
-        loaded, refreshed = self.refresh(loaded)
-        return loaded, built, refreshed
+        refreshed = 0
+        if self._stat_pass_wanted(loaded, built, refresh):
+            loaded, refreshed = self.refresh(loaded)
+        return self.checked(loaded), built, refreshed
+
+    def checked(self, loaded: LoadedIndex, tiers: Iterable[Tier] = ()) -> LoadedIndex:
+        """``loaded``, fit to answer from ``tiers``: no file of it found damaged, and with ``verify_first`` the
+        files such an answer reads checked first (see :meth:`LoadedIndex.check`).
+
+        Raises:
+            IndexCorruptError: a file is damaged; the message names it.
+        """
+        loaded.check(tiers, wait=self.options.verify_first)
+        return loaded
 
     def _stat_pass_wanted(self, loaded: LoadedIndex, built: bool, refresh: bool | None) -> bool:
         wanted = self.options.refresh if refresh is None else refresh
@@ -203,12 +223,13 @@ class IndexSession:
         if tier == FULL and ranking.static_share > 0 and STATIC in loaded.vectors and self.tiers.has_static:
             self.tiers.check(loaded.manifest, STATIC, self.tiers.static_embedder)
             static_vector = self.tiers.static_embedder.embed_query(query)
+        self.checked(loaded, [t for t in (tier, STATIC if static_vector is not None else None) if t is not None])
         ranked = loaded.rank(query, mode, tier, query_vector, ranking, k, mask, static_vector)
         note = None
         if not ranked:
             note = why_empty(loaded, where, mask, query, mode, self.root, self.freshness.use_ignore_files,
                              [self.store.directory])
-        info = SearchInfo(tier or KEYWORD, refreshed, built, time.perf_counter() - started, note)
+        info = SearchInfo(tier or KEYWORD, refreshed, built, time.perf_counter() - started, note, len(loaded.unstored))
         self.upgrade_after(loaded, tier)
         return loaded, ranked, info
 
@@ -225,14 +246,10 @@ class IndexSession:
                 "refreshed_in_memory": self._refreshed_in_memory()}
 
     def _refreshed_in_memory(self) -> int:
-        """Files this read-only searcher re-read into memory since the stored index (0 when it writes its index)."""
+        """Files this searcher re-read into memory since the stored index, which holds them otherwise (0 when the
+        stored index is what it answers from)."""
         loaded = self.loaded
-        token = self.store.current_token()
-        if not self.store.read_only or loaded is None or token is None or loaded.token != token:
-            return 0
-        before = LoadedIndex.from_snapshot(self.store.load(mmap=True), token).known_stats()
-        now = loaded.known_stats()
-        return sum(1 for path in before.keys() | now.keys() if before.get(path) != now.get(path))
+        return len(loaded.unstored) if loaded is not None and loaded.token == self.store.current_token() else 0
 
     def status(self) -> dict[str, Any]:
         """:meth:`info`, the files changed since, and how changes are found (see :meth:`CodeSearch.status`)."""
@@ -247,11 +264,11 @@ class IndexSession:
 
 
 def verified(loaded: LoadedIndex | None) -> LoadedIndex | None:
-    """``loaded`` once the background check of its files' sha256 has passed; ``None`` if it found damage."""
+    """``loaded`` once the sha256 of all its files has been checked (here and by the background check at once);
+    ``None`` if one is damaged."""
     if loaded is not None and loaded.verification is not None:
-        loaded.verification.wait()
         try:
-            loaded.verification.check()
+            loaded.verification.require()
         except IndexCorruptError:
             return None
     return loaded

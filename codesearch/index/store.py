@@ -36,6 +36,7 @@ import errno
 import hashlib
 import io
 import json
+import math
 import os
 import re
 import secrets
@@ -45,11 +46,11 @@ import threading
 import time
 import weakref
 import zipfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO, NamedTuple
+from typing import Any, BinaryIO, Literal, NamedTuple
 
 import numpy as np
 
@@ -160,17 +161,31 @@ class IndexSnapshot:
 
 
 class Verification:
-    """The sha256 of a memory-mapped generation's files, checked by a daemon thread after it opened.
+    """The sha256 of a memory-mapped generation's files, checked after it opened.
 
-    :meth:`check` raises :class:`~codesearch.exceptions.IndexCorruptError` once
-    a file is found damaged (a searcher calls it before each answer); a check
-    that has not finished yet raises nothing. :meth:`wait` waits for the verdict.
+    A daemon thread hashes the files, smallest first; :meth:`require` has the
+    files an answer reads checked before it returns (hashing here those the
+    thread has not reached, so both work at once). :meth:`check` raises
+    :class:`~codesearch.exceptions.IndexCorruptError` once any file was found
+    damaged, and raises nothing while checks are still running.
+
+    Attributes:
+        files: the names of the files checked (every file of the generation but
+            its manifest and chunk list, which are checked as they are read).
     """
 
     def __init__(self, folder: Path, files: dict[str, dict[str, Any]], index_dir: Path) -> None:
         self._folder, self._files, self._index_dir = folder, files, index_dir
+        self.files = frozenset(files)
+        self._order = sorted(files, key=lambda name: (files[name]["size"], name))
         self._error: str | None = None
+        self._guard = threading.Lock()
+        self._claimed: set[str] = set()
+        self._checked = {name: threading.Event() for name in files}
+        self._left = len(files)
         self._done = threading.Event()
+        if not files:
+            self._done.set()
         self._thread = threading.Thread(target=self._run, name="codesearch-verify", daemon=True)
 
     def start(self) -> None:
@@ -178,22 +193,42 @@ class Verification:
 
     def passed(self) -> None:
         """Take the files as checked (their writer hashed them as it wrote them)."""
+        with self._guard:
+            self._claimed.update(self._files)
+        for event in self._checked.values():
+            event.set()
         self._done.set()
 
     def _run(self) -> None:
+        for name in self._order:
+            if self._error is not None:
+                break
+            self._check_file(name)
+        if self._error is not None:
+            self._done.set()
+
+    def _check_file(self, name: str) -> None:
+        """Hash ``name`` unless another thread has taken it (or is hashing it now)."""
+        with self._guard:
+            if name in self._claimed:
+                return
+            self._claimed.add(name)
         try:
-            for name, meta in self._files.items():
-                with open(self._folder / name, "rb") as handle:
-                    try:
-                        _read_verified(handle, meta, chunked=True)
-                    except _ChecksumMismatch as err:
-                        self._error = f"index file {self._folder / name} is damaged ({err}); " + _FIX.format(
-                            dir=self._index_dir)
-                        return
+            with open(self._folder / name, "rb") as handle:
+                _read_verified(handle, self._files[name], chunked=True)
+        except _ChecksumMismatch as err:
+            if self._error is None:
+                self._error = f"index file {self._folder / name} is damaged ({err}); " + _FIX.format(
+                    dir=self._index_dir)
         except OSError:
             pass  # the generation was replaced and collected meanwhile: the next load verifies the new one
         finally:
-            self._done.set()
+            self._checked[name].set()
+            with self._guard:
+                self._left -= 1
+                finished = self._left == 0
+            if finished or self._error is not None:
+                self._done.set()
 
     @property
     def done(self) -> bool:
@@ -201,8 +236,28 @@ class Verification:
         return self._done.is_set()
 
     def wait(self, timeout: float | None = None) -> bool:
-        """Wait for the verdict; returns whether it is in."""
+        """Wait for the verdict on every file; returns whether it is in."""
         return self._done.wait(timeout)
+
+    def require(self, names: Iterable[str] | None = None) -> None:
+        """Return once the files ``names`` (default: all) have been checked: those no thread has taken are hashed
+        here, smallest first, the others waited for.
+
+        Raises:
+            IndexCorruptError: a file of the generation (any, not only those named) was found damaged; the
+                message names it.
+        """
+        if self._done.is_set():  # every file checked, or one found damaged
+            self.check()
+            return
+        named = None if names is None else set(names)
+        wanted = [name for name in self._order if named is None or name in named]
+        for name in wanted:
+            self.check()
+            self._check_file(name)
+        for name in wanted:
+            self._checked[name].wait()
+            self.check()
 
     def check(self) -> None:
         """Raise :class:`IndexCorruptError` if a file was found damaged.
@@ -688,11 +743,12 @@ class IndexStore:
         for name, meta in array_meta.items():
             path = gen_dir / f"{name}.npy"
             try:
-                # An empty or 0-d array cannot be mapped; it is read (and it is small).
-                small = not meta["shape"] or 0 in meta["shape"]
-                array = _as_recorded(np.load(path, mmap_mode=None if small else "r", allow_pickle=False), meta)
+                array = _map_array(path, meta, files[path.name]["size"])
+            except _ChecksumMismatch as err:
+                raise self._corrupt(path, str(err)) from None
             except (ValueError, KeyError, TypeError, EOFError, SyntaxError) as err:
                 raise self._corrupt(path, f"unreadable: {err}") from err
+            small = array.size == 0 or array.ndim == 0
             if not small:
                 _remember_mapping(array, path, files[path.name])
                 # A plain view of the mapping: indexing an np.memmap runs Python code on every access (hundreds per
@@ -760,6 +816,50 @@ def _write_array(path: Path, array: np.ndarray) -> dict[str, Any]:
         handle.flush()
         os.fsync(handle.fileno())
     return {"size": writer.size, "sha256": writer.hexdigest()}
+
+
+def _npy_header(dtype: np.dtype[Any], shape: tuple[int, ...], fortran_order: bool) -> bytes:
+    """The bytes ``np.save`` writes before the data of an array of this dtype, shape and order."""
+    header = {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": fortran_order, "shape": shape}
+    buffer = io.BytesIO()
+    try:
+        np.lib.format.write_array_header_1_0(buffer, header)
+    except ValueError:  # a header too long for version 1.0: np.save writes 2.0
+        buffer = io.BytesIO()
+        np.lib.format.write_array_header_2_0(buffer, header)
+    return buffer.getvalue()
+
+
+def _map_array(path: Path, meta: dict[str, Any], size: int) -> np.ndarray:
+    """The array of a ``.npy`` file, memory-mapped (read when empty or 0-d, which cannot be mapped).
+
+    Its header must be, byte for byte, the one ``np.save`` writes for the dtype and shape the manifest records,
+    and the file exactly that header and the data: a damaged header is refused here, before anything parses it
+    (the sha256 of the whole file is checked in the background).
+
+    Raises:
+        _ChecksumMismatch: the header or the file's size is not what the manifest records.
+        ValueError, KeyError, TypeError: the manifest's record of the array is malformed.
+    """
+    dtype, shape = np.dtype(meta["dtype"]), tuple(int(n) for n in meta["shape"])
+    if dtype.hasobject:
+        raise ValueError(f"dtype {dtype} needs pickle")
+    c_order, f_order = _npy_header(dtype, shape, False), _npy_header(dtype, shape, True)
+    with open(path, "rb") as handle:
+        found = handle.read(max(len(c_order), len(f_order)))
+    order: Literal["C", "F"]
+    if found.startswith(c_order):
+        header, order = c_order, "C"
+    elif found.startswith(f_order):
+        header, order = f_order, "F"
+    else:
+        raise _ChecksumMismatch("its header differs from the dtype and shape the manifest records")
+    if len(header) + dtype.itemsize * math.prod(shape) != size:
+        raise _ChecksumMismatch(f"{size} bytes where a {dtype.str}{list(shape)} array takes "
+                                f"{len(header) + dtype.itemsize * math.prod(shape)}")
+    if not shape or 0 in shape:
+        return np.load(path, allow_pickle=False)
+    return np.memmap(path, dtype=dtype, mode="r", offset=len(header), shape=shape, order=order)
 
 
 def _as_recorded(array: np.ndarray, meta: dict[str, Any]) -> np.ndarray:

@@ -32,7 +32,7 @@ import math
 import mmap
 import os
 import shutil
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -138,13 +138,16 @@ class _StoredGraph:
     """A stored graph, viewed in place on first use: a keyword search, and the open before it, never import usearch
     (with onnxruntime, ~0.1 s) nor read the graph. Checked against its vectors when viewed."""
 
-    def __init__(self, array: np.ndarray, prefix: str, ndim: int, nodes: int, expansion_search: int) -> None:
+    def __init__(self, array: np.ndarray, prefix: str, ndim: int, nodes: int, expansion_search: int,
+                 before_view: Callable[[], None] | None = None) -> None:
         self.__dict__.update(_array=array, _prefix=prefix, _ndim=ndim, _nodes=nodes,
-                             _expansion_search=expansion_search, _index=None)
+                             _expansion_search=expansion_search, _index=None, _before_view=before_view)
 
     def _view(self) -> Any:
         index = self.__dict__["_index"]
         if index is None:
+            if self._before_view is not None:
+                self._before_view()  # usearch reads the bytes as they are: damaged ones must never reach it
             prefix = self._prefix
             try:
                 index = _usearch().Index.restore(memoryview(self._array), view=True,
@@ -352,9 +355,10 @@ class VectorSearch:
 
     @classmethod
     def from_arrays(cls, arrays: Mapping[str, np.ndarray], prefix: str, vectors: np.ndarray,
-                    covered: np.ndarray | None = None, *, params: GraphParams = GraphParams()) -> VectorSearch:
+                    covered: np.ndarray | None = None, *, params: GraphParams = GraphParams(),
+                    before_view: Callable[[], None] | None = None) -> VectorSearch:
         """The search over ``vectors`` with the graph the store holds under ``prefix`` (viewed in place, memory-mapped
-        when the arrays are); exact when there is none.
+        when the arrays are, after ``before_view`` returns: the check of the graph's bytes); exact when there is none.
 
         Raises:
             IndexCorruptError: the graph does not fit ``vectors``.
@@ -368,7 +372,7 @@ class VectorSearch:
                     or (len(array) and int(array.max()) >= len(vectors))):
                 raise IndexCorruptError(f"the stored {name} do not fit the stored vectors; re-run `codesearch index`")
         assert rows is not None
-        graph = _StoredGraph(graph_array, prefix, vectors.shape[1], len(rows), params.expansion_search)
+        graph = _StoredGraph(graph_array, prefix, vectors.shape[1], len(rows), params.expansion_search, before_view)
         search = cls(vectors, covered, graph, rows, delta, params)  # type: ignore[arg-type]
         search._graph_array = graph_array
         return search

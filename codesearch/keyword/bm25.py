@@ -44,7 +44,7 @@ import numpy as np
 
 from codesearch.exceptions import IndexCorruptError, NotFittedError
 from codesearch.keyword.tokens import code_tokens
-from codesearch.strings import Strings
+from codesearch.strings import Strings, ascending
 
 ARRAYS_FORMAT_VERSION = 3
 """Version of the layout written by :meth:`BM25.to_arrays` (2: postings term by term; 3: int32 documents, term
@@ -230,9 +230,19 @@ class BM25:
                 picked_weights.append(data[start:end] * count)
         if not picked_docs:
             return np.zeros(n_docs, dtype=np.float64)
-        scores: np.ndarray = np.bincount(np.concatenate(picked_docs), weights=np.concatenate(picked_weights),
-                                         minlength=n_docs)
+        scores: np.ndarray = np.bincount(_in_range(np.concatenate(picked_docs), n_docs),
+                                         weights=np.concatenate(picked_weights), minlength=n_docs)
         return scores
+
+    def documents(self, t: int) -> np.ndarray:
+        """The documents that hold term number ``t``, ascending.
+
+        Raises:
+            IndexCorruptError: a stored posting names no document.
+        """
+        self._check_fitted()
+        _, docs, indptr, _ = self.postings_
+        return _in_range(docs[indptr[t]:indptr[t + 1]], self.shape_[0])
 
     def to_arrays(self, *, copy: bool = True) -> dict[str, np.ndarray]:
         """Export the fitted state as plain arrays, for ``np.save`` without pickle (copies unless ``copy=False``).
@@ -306,9 +316,17 @@ class BM25:
             or a["term_offsets"].size != n_terms + 1
             or a["term_order"].size != n_terms
             or (n_terms and (int(indptr[0]) != 0 or int(indptr[-1]) != nnz))
-            or int(a["term_offsets"][-1]) != a["terms"].size
+            or int(a["term_offsets"][0]) != 0 or int(a["term_offsets"][-1]) != a["terms"].size
         ):
             _corrupt("the array sizes do not fit together")
+        # Offsets that run backwards, or a term number out of range, would be read as other postings or terms; a
+        # document number out of range is refused where a query reads its postings (all of them are too many to
+        # read at open). The store checks every byte by sha256.
+        if not ascending(indptr) or not ascending(a["term_offsets"]):
+            _corrupt("offsets out of order")
+        order = a["term_order"]
+        if n_terms and (int(order.min()) < 0 or int(order.max()) >= n_terms):
+            _corrupt("a term number out of range")
         est = cls(k1=float(a["k1"]), b=float(a["b"]), epsilon=float(a["epsilon"]))
         vocabulary = Vocabulary.from_arrays(a["terms"], a["term_offsets"], a["term_order"])
         est._set_state(vocabulary, a["idf"], a["doc_len"], float(a["avgdl"]), Postings(a["data"], docs, indptr, a["tf"]))
@@ -508,6 +526,13 @@ def _bm25_weights(
     indptr = np.zeros(n_terms + 1, dtype=np.int64)
     np.cumsum(np.bincount(terms, minlength=n_terms), out=indptr[1:])
     return idf, doc_len, avgdl, Postings(data, docs, indptr, tf_int.astype(np.int32, copy=False))
+
+
+def _in_range(docs: np.ndarray, n_docs: int) -> np.ndarray:
+    """``docs`` when every one is a document number below ``n_docs``."""
+    if len(docs) and (int(docs.min()) < 0 or int(docs.max()) >= n_docs):
+        _corrupt("a posting names no document")
+    return docs
 
 
 def _corrupt(detail: str) -> NoReturn:

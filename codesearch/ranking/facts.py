@@ -18,9 +18,10 @@ from typing import Any
 
 import numpy as np
 
+from codesearch.exceptions import IndexCorruptError
 from codesearch.keyword.tokens import split_identifier
 from codesearch.scope import CONFIG, DOC, TEST, kind_of
-from codesearch.strings import Strings
+from codesearch.strings import Strings, ascending
 
 # Path classes that priors act on (see Ranking.priors).
 COMPAT = "compat"
@@ -218,9 +219,21 @@ class SymbolTable:
                 **self.written.to_arrays("symtab_written")}
 
     @classmethod
-    def from_arrays(cls, arrays: Mapping[str, np.ndarray]) -> SymbolTable:
-        return cls(Strings.from_arrays(arrays, "symtab_names"), arrays["symtab_start"], arrays["symtab_chunks"],
-                   Strings.from_arrays(arrays, "symtab_written"))
+    def from_arrays(cls, arrays: Mapping[str, np.ndarray], chunks: int | None = None) -> SymbolTable:
+        """The table a store generation holds, over ``chunks`` chunks (when given, every entry must name one).
+
+        Raises:
+            KeyError: an array is missing (an index from an older codesearch).
+            IndexCorruptError: the arrays do not fit together.
+        """
+        table = cls(Strings.from_arrays(arrays, "symtab_names"), arrays["symtab_start"], arrays["symtab_chunks"],
+                    Strings.from_arrays(arrays, "symtab_written"))
+        start, entries = table.start, table.chunks
+        if (start.ndim != 1 or entries.ndim != 1 or len(start) != len(table.names) + 1 or int(start[0]) != 0
+                or int(start[-1]) != len(entries) or len(table.written) != len(entries) or not ascending(start)
+                or (chunks is not None and len(entries) and (int(entries.min()) < 0 or int(entries.max()) >= chunks))):
+            raise IndexCorruptError("the stored symbol table does not fit together; re-run `codesearch index`")
+        return table
 
 
 class SymbolScan:
