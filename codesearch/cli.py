@@ -586,6 +586,74 @@ def agent_setup(paths: tuple[str, ...], client: str, index_dir: str | None, read
         click.echo(AGENT_GUIDE)
 
 
+def _client_names() -> list[str]:
+    from codesearch.install import CLIENTS
+
+    return list(CLIENTS)
+
+
+install_client = click.argument("client", type=click.Choice(_client_names()))
+install_options = [
+    click.argument("paths", nargs=-1, type=click.Path(file_okay=False, dir_okay=True)),
+    click.option("--scope", type=click.Choice(["project", "user"]), default=None,
+                 help="The project's file (under the first PATH) or the user's; default the project's where the "
+                      "client has one."),
+    click.option("--name", default="codesearch", show_default=True, help="The server's name in the file."),
+    click.option("--dry-run", is_flag=True, help="Print the change as a diff and write nothing."),
+    json_option,
+]
+
+
+def _install_options(command: F) -> F:
+    for option in reversed(install_options):
+        command = option(command)
+    return command
+
+
+def _install(client: str, paths: tuple[str, ...], scope: str | None, name: str, dry_run: bool, as_json: bool,
+             **options: Any) -> None:
+    from codesearch.install import apply, plan
+
+    change = plan(client, paths or (".",), scope=scope, name=name, **options)  # type: ignore[arg-type]
+    backup = None if dry_run else apply(change)
+    if as_json:
+        _echo_json({**change.as_dict(), "dry_run": dry_run, "backup": str(backup) if backup else None,
+                    **({"diff": change.diff()} if dry_run else {})})
+        return
+    if dry_run:
+        click.echo(change.diff() or f"{change.file}: nothing to change", nl=not change.changed)
+        return
+    verb = "removed from" if options.get("remove") else "registered in"
+    click.echo(f"{name} {verb} {change.file}" + (f" (backup: {backup})" if backup else "") if change.changed
+               else f"{change.file} already {'lacks' if options.get('remove') else 'has'} {name}; nothing changed")
+
+
+@main.command()
+@install_client
+@_install_options
+@click.option("--index-dir", type=click.Path(file_okay=False), default=None,
+              help="A shared index the server should read (e.g. one built in CI).")
+@click.option("--read-only", is_flag=True, help="Register the server read-only (for a shared index).")
+@reports_errors
+def install(client: str, paths: tuple[str, ...], scope: str | None, name: str, dry_run: bool, as_json: bool,
+            index_dir: str | None, read_only: bool) -> None:
+    """Register the MCP server for PATHS (default: here) in CLIENT's own configuration file.
+
+    Merges into the file (other servers, settings and comments are kept), backs it up first
+    (FILE.codesearch-backup), and changes nothing when the registration is already there.
+    """
+    _install(client, paths, scope, name, dry_run, as_json, index_dir=index_dir, read_only=read_only)
+
+
+@main.command()
+@install_client
+@_install_options
+@reports_errors
+def uninstall(client: str, paths: tuple[str, ...], scope: str | None, name: str, dry_run: bool, as_json: bool) -> None:
+    """Remove the MCP server's registration from CLIENT's configuration file (the rest of the file is kept)."""
+    _install(client, paths, scope, name, dry_run, as_json, remove=True)
+
+
 @main.command()
 @path_argument
 @click.option("--index-dir", type=click.Path(file_okay=False), default=None, help="Where the index lives.")

@@ -78,6 +78,10 @@ class ClusterUnavailableError(CodeSearchError, ConnectionError):
     """The Ray cluster at the address given cannot be reached (or Ray is not installed)."""
 
 
+class ConfigFileError(CodeSearchError, ValueError):
+    """An agent's configuration file cannot be read or parsed (``codesearch install``); it was left as it was."""
+
+
 __all__ = [
     "CodeSearchError",
     "RootNotFoundError",
@@ -96,4 +100,5 @@ __all__ = [
     "CorpusNotFoundError",
     "RepositoryNotInCorpusError",
     "ClusterUnavailableError",
+    "ConfigFileError",
 ]
