@@ -422,6 +422,48 @@ def mcp(paths: tuple[str, ...], model: str, index_dir: str | None, int8: bool, r
           read_only=True if read_only else None)
 
 
+@main.command()
+@click.argument("paths", nargs=-1, type=click.Path(file_okay=False, dir_okay=True))
+@index_options
+@click.option("--corpus", "corpus_store", default=None, help="Serve this corpus instead of PATHS.")
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="The address to bind; any but a loopback one needs --token or --no-auth.")
+@click.option("--port", type=click.IntRange(0, 65535), default=8700, show_default=True, help="0: any free port.")
+@click.option("--token", envvar="CODESEARCH_TOKEN", default=None,
+              help="A bearer token every request must carry (or $CODESEARCH_TOKEN).")
+@click.option("--no-auth", is_flag=True, help="Serve a non-loopback address with no token.")
+@click.option("--allow-refresh", is_flag=True,
+              help="Write the indexes: build a missing one, commit changed files, build the transformer tier in the "
+                   "background, accept MCP reindex. Without it every index is read-only and must exist.")
+@click.option("--cors-origin", "cors_origins", multiple=True,
+              help="An origin whose pages may call the API and MCP (CORS is off without it); repeatable.")
+@click.option("--max-k", type=click.IntRange(min=1), default=100, show_default=True,
+              help="The most hits one request may ask for.")
+@reports_errors
+def serve(paths: tuple[str, ...], model: str, index_dir: str | None, int8: bool, corpus_store: str | None, host: str,
+          port: int, token: str | None, no_auth: bool, allow_refresh: bool, cors_origins: tuple[str, ...],
+          max_k: int) -> None:
+    """Serve PATHS (default: here) or a corpus over HTTP: a JSON API, MCP and a search page.
+
+    /api/search, /api/definitions, /api/references, /api/related and /api/status answer what the matching
+    commands print with --json (/api/openapi.json describes them); MCP clients connect to /mcp (streamable
+    HTTP, the same tools as `codesearch mcp`); people open / in a browser. Only the repositories (or the corpus)
+    named here are served.
+    """
+    from codesearch.server import Served, run
+    from codesearch.server.security import check_bind
+
+    check_bind(host, token, no_auth)  # before any index is opened
+    if corpus_store is not None:
+        if paths:
+            _fail("give either PATHS or --corpus STORE, not both")
+        served = Served(corpus=corpus_store, model=_model(model) or "minilm", int8=int8, max_k=max_k)
+    else:
+        served = Served(list(paths) or ["."], model=_model(model), int8=int8, index_dir=index_dir,
+                        allow_refresh=allow_refresh, max_k=max_k)
+    run(served, host=host, port=port, token=token, no_auth=no_auth, cors_origins=cors_origins)
+
+
 @main.group()
 def corpus() -> None:
     """Many repositories in one store (Ray Data builds it, Lance holds it), searched with the same ranking.
