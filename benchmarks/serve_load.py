@@ -2,10 +2,11 @@
 
 Usage:
     python benchmarks/serve_load.py [--repo DIR] [--model minilm|none] [--clients 16] [--seconds 60]
-        [--rounds 20] [--json OUT]
+        [--rounds 20] [--index-dir DIR] [--json OUT]
 
 DIR defaults to ``$CODESEARCH_REQUESTS_CORPUS`` (psf/requests v2.32.3); it is
-indexed first (the transformer tier, its default index) when it has no index.
+indexed first (the transformer tier) in ``--index-dir`` (default: a new
+temporary folder, removed after) when that holds no index of the tier.
 Then ``codesearch serve DIR`` runs in its own process (read-only, as served by
 default) and, in this process:
 
@@ -38,6 +39,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Sequence
@@ -165,12 +167,13 @@ def load(base: str, queries: Sequence[str], *, clients: int = 16, seconds: float
             "max_ms": round(max(ms), 2) if ms else None, "error_samples": errors[:5]}
 
 
-def side_by_side(base: str, repo: Path, model: str | None, queries: Sequence[str], rounds: int) -> dict[str, Any]:
+def side_by_side(base: str, repo: Path, model: str | None, queries: Sequence[str], rounds: int,
+                 index_dir: Path | None = None) -> dict[str, Any]:
     """Warm library and API latencies of the same queries, alternating, and whether their answers agree."""
     from codesearch import CodeSearch
     from codesearch.answers import search_answer
 
-    searcher = CodeSearch(repo, model=model, read_only=True, watch=True)
+    searcher = CodeSearch(repo, model=model, read_only=True, watch=True, index_dir=index_dir)
     client = Client(base)
     mode = "bm25" if model is None else "hybrid"
     library: list[float] = []
@@ -205,6 +208,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--index-dir", type=Path, default=None)
     parser.add_argument("--json", dest="json_out", type=Path)
     args = parser.parse_args(argv)
     if args.repo is None or not args.repo.is_dir():
@@ -215,19 +219,21 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     model = None if args.model == "none" else args.model
     repo = args.repo.resolve()
-    indexer = CodeSearch(repo, model=model)
-    if not indexer.store.exists() or indexer.info()["tier"] != ("keyword" if model is None else "full"):
-        indexer.index()
-    tier = indexer.info()["tier"]
-    indexer.close()
-    queries = [q.query for q in QUESTIONS]
-    process, base = start_server([str(repo), "--model", args.model])
-    try:
-        pair = side_by_side(base, repo, model, queries, args.rounds)
-        loaded = load(base, queries, clients=args.clients, seconds=args.seconds,
-                      params={"k": 10, "mode": "bm25" if model is None else "hybrid"})
-    finally:
-        stop_server(process)
+    with tempfile.TemporaryDirectory(prefix="serve-load-") as scratch:
+        index_dir = args.index_dir or Path(scratch) / "index"
+        indexer = CodeSearch(repo, model=model, index_dir=index_dir)
+        if not indexer.store.exists() or indexer.info()["tier"] != ("keyword" if model is None else "full"):
+            indexer.index()
+        tier = indexer.info()["tier"]
+        indexer.close()
+        queries = [q.query for q in QUESTIONS]
+        process, base = start_server([str(repo), "--model", args.model, "--index-dir", str(index_dir)])
+        try:
+            pair = side_by_side(base, repo, model, queries, args.rounds, index_dir)
+            loaded = load(base, queries, clients=args.clients, seconds=args.seconds,
+                          params={"k": 10, "mode": "bm25" if model is None else "hybrid"})
+        finally:
+            stop_server(process)
     out = {"repo": str(repo), "model": args.model, "tier": tier, "side_by_side": pair, "load": loaded}
     print(f"{'':<26}{'p50 ms':>9}{'p99 ms':>9}")
     print(f"{'library, warm':<26}{pair['library_p50_ms']:>9}{pair['library_p99_ms']:>9}")
