@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socket
 import sys
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
@@ -97,6 +98,24 @@ def create_app(served: Served, *, host: str = "127.0.0.1", token: str | None = N
                      exception_handlers={404: not_found, 405: not_allowed})
 
 
+def _bind(host: str, port: int) -> socket.socket:
+    """A listening socket on ``host:port`` (bound here, so that a port in use is one line, not uvicorn's exit).
+
+    Raises:
+        OSError: the address cannot be bound (the message names it).
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host.strip("[]"), port))
+    except OSError as exc:
+        sock.close()
+        raise OSError(f"cannot serve on {host}:{port}: {exc.strerror or exc}") from None
+    sock.set_inheritable(True)
+    return sock
+
+
 def run(served: Served, *, host: str = "127.0.0.1", port: int = DEFAULT_PORT, token: str | None = None,
         no_auth: bool = False, cors_origins: Sequence[str] = (), announce: bool = True) -> None:
     """Serve until interrupted (Ctrl-C, SIGTERM), then exit the process (a background build is left as its
@@ -126,11 +145,9 @@ def run(served: Served, *, host: str = "127.0.0.1", port: int = DEFAULT_PORT, to
                             timeout_graceful_shutdown=3, server_header=False)
     server = Server(config)
     try:
-        server.run()
+        server.run(sockets=[_bind(host, port)])
     finally:
         served.close()
-    if not server.started:
-        raise OSError(f"cannot serve on {host}:{port} (the address is in use, or not this machine's)")
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
