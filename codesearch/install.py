@@ -75,6 +75,9 @@ class Client:
         project: the project-scope file under a repository, or ``None``.
         user: the user-scope file, or ``None``.
         docs: where the client documents its format.
+        skeleton: members a new file starts with (opencode's ``$schema``).
+        newer_key: where a newer format of the file keeps its servers (opencode V2's ``mcp.servers``), used
+            when the file already has it.
     """
 
     name: str
@@ -86,6 +89,7 @@ class Client:
     user: Callable[[], Path] | None
     docs: str
     skeleton: dict[str, Any] = field(default_factory=dict)
+    newer_key: tuple[str, ...] | None = None
 
     @property
     def scopes(self) -> tuple[Scope, ...]:
@@ -97,18 +101,16 @@ class Client:
         Raises:
             ValueError: the client has no file of that scope.
         """
-        where = self.project(project) if scope == "project" and self.project else \
-            self.user() if scope == "user" and self.user else None
-        if where is None:
-            raise ValueError(f"{self.title} has no {scope}-scope configuration; use --scope {self.scopes[0]}")
-        return where
+        if scope == "project" and self.project is not None:
+            return self.project(project)
+        if scope == "user" and self.user is not None:
+            return self.user()
+        raise ValueError(f"{self.title} has no {scope}-scope configuration; use --scope {self.scopes[0]}")
 
     def servers_key(self, document: Any) -> tuple[str, ...]:
-        """Where the servers go in this file (opencode's V2 files keep them under ``mcp.servers``)."""
-        if self.name == "opencode" and isinstance(document, dict):
-            mcp = document.get("mcp")
-            if isinstance(mcp, dict) and isinstance(mcp.get("servers"), dict):
-                return ("mcp", "servers")
+        """Where the servers go in this file: :attr:`newer_key` when the file already has that object, else :attr:`key`."""
+        if self.newer_key is not None and isinstance(_dig(document, self.newer_key), dict):
+            return self.newer_key
         return self.key
 
 
@@ -146,7 +148,7 @@ CLIENTS: dict[str, Client] = {c.name: c for c in [
            lambda repo: _first_existing(repo / "opencode.jsonc", repo / "opencode.json"),
            lambda: _first_existing(_config_home() / "opencode" / "opencode.jsonc",
                                    _config_home() / "opencode" / "opencode.json"),
-           "opencode.ai/docs/mcp-servers", {"$schema": "https://opencode.ai/config.json"}),
+           "opencode.ai/docs/mcp-servers", {"$schema": "https://opencode.ai/config.json"}, ("mcp", "servers")),
 ]}
 """Every client ``codesearch install`` writes for, by the name it takes."""
 
@@ -228,8 +230,9 @@ def _edit_json(found: Client, file: Path, text: str | None, name: str, entry: di
             return remove_member(text, [*key, name])
         if _dig(document, [*key, name]) == entry:
             return text
-        for skeleton_key, value in found.skeleton.items() if document is None else ():
-            text = set_member(text, [skeleton_key], value)
+        if document is None:  # a new (or empty) file starts with the client's own members
+            for member, value in found.skeleton.items():
+                text = set_member(text, [member], value)
         return set_member(text, [*key, name], entry)
     except JsoncError as exc:
         raise _refuse(file, str(exc)) from None
