@@ -66,6 +66,12 @@ def create_app(served: Served, *, host: str = "127.0.0.1", token: str | None = N
         ValueError: a non-loopback ``host`` with neither a token nor ``no_auth`` (see :func:`check_bind`).
     """
     check_bind(host, token, no_auth)
+    for package in ("jinja2", "pygments"):  # the page's; fail at start, not at the first visit
+        try:
+            __import__(package)
+        except ImportError as exc:
+            raise ImportError(f"{package} is missing: codesearch serve needs the serve extra "
+                              "(pip install 'codesearch-hybrid[serve]')") from exc
     server, mcp_app = _mcp_app(served, host, cors_origins, max_body)
 
     @contextlib.asynccontextmanager
