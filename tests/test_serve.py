@@ -319,3 +319,35 @@ def test_sixteen_clients_on_loopback_get_every_answer(server: str) -> None:
     result = load(server, queries, clients=16, requests_per_client=8, params={"k": 5})
     assert result["errors"] == 0, result["error_samples"]
     assert result["requests"] == 16 * 8
+
+
+# --- the pieces, without a server -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("host", "loopback"), [("127.0.0.1", True), ("127.8.9.10", True), ("localhost", True),
+                                                ("::1", True), ("[::1]", True), ("0.0.0.0", False),
+                                                ("192.168.1.5", False), ("::", False), ("example.com", False)])
+def test_loopback_addresses(host: str, loopback: bool) -> None:
+    from codesearch.server.security import check_bind, is_loopback
+
+    assert is_loopback(host) is loopback
+    if loopback:
+        check_bind(host, None, False)
+    else:
+        with pytest.raises(ValueError, match="--token"):
+            check_bind(host, None, False)
+        check_bind(host, "t0ken", False)
+        check_bind(host, None, True)
+
+
+def test_query_parameters_are_typed_by_the_endpoint_table() -> None:
+    from starlette.datastructures import QueryParams
+
+    from codesearch.server.api import ENDPOINTS, parse
+
+    search = next(e for e in ENDPOINTS if e.path == "/api/search")
+    assert parse(search, QueryParams("q=a+b&k=3&kind=test&kind=doc&compact=yes&no_tests=0&scope=")) == {
+        "q": "a b", "k": 3, "kind": ["test", "doc"], "compact": True, "no_tests": False, "scope": None}
+    for query, needle in [("k=3", "q is required"), ("q=x&k=3.5", "k must be an integer"),
+                          ("q=x&q=y", "give q once"), ("q=x&top=3", "unknown parameter 'top'")]:
+        with pytest.raises(ValueError, match=needle):
+            parse(search, QueryParams(query))
