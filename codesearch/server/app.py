@@ -79,13 +79,7 @@ def create_app(served: Served, *, host: str = "127.0.0.1", token: str | None = N
         async with server.session_manager.run():
             yield
 
-    async def health(request: Request) -> Response:
-        return Response("ok\n", media_type="text/plain")
-
-    from starlette.routing import Route
-
-    routes = [*api.routes(served), *page.routes(served), Route("/health", health, methods=["GET"]),
-              *mcp_app.routes]
+    routes = [*api.routes(served), *page.routes(served), *mcp_app.routes]
     allowed = {"127.0.0.1", "localhost", "[::1]", host.lower()} if is_loopback(host) else None
     middleware = [Middleware(Guard, token=token, allowed_hosts=allowed, max_body=max_body)]
     if cors_origins:
