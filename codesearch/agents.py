@@ -35,7 +35,8 @@ AGENT_GUIDE = """\
 """A short guide an agent can keep in AGENTS.md or CLAUDE.md: which tool for which question."""
 
 
-def server_command(paths: Sequence[str], *, index_dir: str | None = None, read_only: bool = False) -> list[str]:
+def server_command(paths: Sequence[str], *, index_dir: str | None = None, read_only: bool = False,
+                   allow_any_repo: bool = False) -> list[str]:
     """The command line that starts the MCP server for ``paths`` (absolute), with the ``codesearch`` found here.
 
     The ``codesearch`` script on ``PATH`` when there is one, else this Python running the CLI module.
@@ -47,7 +48,19 @@ def server_command(paths: Sequence[str], *, index_dir: str | None = None, read_o
         command += ["--index-dir", str(Path(index_dir).expanduser().resolve())]
     if read_only:
         command.append("--read-only")
+    if allow_any_repo:
+        command.append("--allow-any-repo")
     return command
+
+
+def serves(paths: Sequence[str], *, allow_any_repo: bool = False) -> str:
+    """What a server started for ``paths`` lets its tools read: those folders and the ones under them, or any."""
+    if allow_any_repo:
+        return ("with --allow-any-repo, a tool's `repo` may name any folder this user can read; it is indexed on "
+                "first use, its index left in the cache")
+    roots = ", ".join(str(Path(p).expanduser().resolve()) for p in paths)
+    return (f"the server answers for {roots} and the folders under them; a `repo` anywhere else is refused "
+            "(add --allow-any-repo to serve any folder this user can read)")
 
 
 def registrations(command: Sequence[str]) -> dict[str, dict[str, str]]:
@@ -71,4 +84,4 @@ def registrations(command: Sequence[str]) -> dict[str, dict[str, str]]:
     }
 
 
-__all__ = ["AGENT_GUIDE", "registrations", "server_command"]
+__all__ = ["AGENT_GUIDE", "registrations", "server_command", "serves"]

@@ -20,20 +20,29 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from codesearch.display import clipped, exact_text
 from codesearch.types import Hit, SearchInfo, SymbolHits
 
 BYTES_PER_TOKEN = 3
 """The budget's rule: every 3 bytes of an answer's JSON text (UTF-8) count as one token, rounded up."""
 LINE_CHARS = 160
 """The longest line a compact hit (or a hit cut to its first line) keeps."""
+MAX_LINE_CHARS = 500
+"""With ``max_lines``, the longest line a hit's text keeps: a longer one is cut and marked ``…[+N chars]``, so
+``max_lines`` bounds an answer's bytes as well as its lines (a minified file can be one line of a megabyte)."""
 
 Dumps = Callable[[Any], str]
 """How a face writes an answer as text (the budget counts that text)."""
 
 
 def pretty_json(data: Any) -> str:
-    """The CLI's JSON: indented by 2, non-ASCII kept as it is."""
-    return json.dumps(data, indent=2, ensure_ascii=False)
+    """An answer's JSON as both faces write it: indented by 2, non-ASCII kept as it is, exact.
+
+    A path holding a byte that is not UTF-8 (a surrogate escape) is written as
+    the JSON escape ``\\udcNN``, so the text is strict UTF-8 and a parser reads
+    the exact path back (:func:`codesearch.display.exact_text`).
+    """
+    return exact_text(json.dumps(data, indent=2, ensure_ascii=False, default=str))
 
 
 def estimate_tokens(text: str) -> int:
@@ -54,8 +63,9 @@ def hit_data(hit: Hit, *, max_lines: int | None = None, compact: bool = False) -
 
     Args:
         hit: the hit.
-        max_lines: keep this many lines of its text (``truncated`` says whether
-            it had more); ``None`` keeps all and adds no ``truncated``.
+        max_lines: keep this many lines of its text, each cut to
+            :data:`MAX_LINE_CHARS` (``truncated`` says whether it had more, or
+            longer lines); ``None`` keeps all and adds no ``truncated``.
         compact: the compact form for agents that read files themselves:
             ``location``, ``symbols`` and ``line`` (its first line, or for a
             reference the first line that uses the name), plus ``root``,
@@ -77,8 +87,9 @@ def hit_data(hit: Hit, *, max_lines: int | None = None, compact: bool = False) -
     data = hit.as_dict()
     if max_lines is not None:
         lines = hit.text.split("\n")
-        data["text"] = "\n".join(lines[:max_lines])
-        data["truncated"] = len(lines) > max_lines
+        kept = [clipped(line, MAX_LINE_CHARS) for line in lines[:max_lines]]
+        data["text"] = "\n".join(kept)
+        data["truncated"] = len(lines) > max_lines or any(len(line) > MAX_LINE_CHARS for line in lines[:max_lines])
     return data
 
 
@@ -221,5 +232,5 @@ def _shorten(answer: dict[str, Any], hit: dict[str, Any], max_tokens: int, dumps
     return low > 0 or fits(shortest)
 
 
-__all__ = ["BYTES_PER_TOKEN", "LINE_CHARS", "Dumps", "check_max_tokens", "corpus_answer", "estimate_tokens",
-           "fit_to_budget", "hit_data", "hits_data", "pretty_json", "search_answer", "symbol_answer"]
+__all__ = ["BYTES_PER_TOKEN", "LINE_CHARS", "MAX_LINE_CHARS", "Dumps", "check_max_tokens", "corpus_answer",
+           "estimate_tokens", "fit_to_budget", "hit_data", "hits_data", "pretty_json", "search_answer", "symbol_answer"]

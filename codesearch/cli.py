@@ -1,13 +1,16 @@
 """The ``codesearch`` command: thin commands over the public API.
 
-Every error the library raises on purpose becomes one line on stderr and exit
-code 2; ``--json`` gives machine-readable output for tools.
+Every error the library raises on purpose, and every usage error (a bad
+option value, a missing argument), becomes one line on stderr and exit code 2;
+``--json`` gives machine-readable output for tools. Text output shows paths
+and lines through :func:`codesearch.display.printable`, so a file name holding
+a newline or a terminal escape cannot forge a line; JSON keeps them exact.
 """
 
 from __future__ import annotations
 
 import functools
-import json
+import os
 import sys
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -15,14 +18,51 @@ from typing import Any, TypeVar
 
 import click
 
+from codesearch.display import printable
 from codesearch.exceptions import CodeSearchError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _fail(message: str) -> None:
-    click.echo(f"Error: {message}", err=True)
+    click.echo(f"Error: {printable(message)}", err=True)
     sys.exit(2)
+
+
+class _OneLineUsageError(click.UsageError):
+    """A usage error shown as every other error is: one line (what was wrong, and where the help is), exit code 2."""
+
+    def show(self, file: Any = None) -> None:
+        where = f" See '{self.ctx.command_path} --help'." if self.ctx is not None else ""
+        click.echo(f"Error: {printable(self.format_message()).rstrip('.')}.{where}", file=file, err=file is None)
+
+
+class _Commands(click.Group):
+    """A command group whose usage errors are one line instead of click's three (usage, hint, error).
+
+    Subgroups are of this class too; no arguments at all still prints the help.
+    """
+
+    group_class = type
+
+    def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
+                     **extra: Any) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.UsageError as exc:
+            raise _one_line(exc) from exc
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except click.UsageError as exc:
+            raise _one_line(exc) from exc
+
+
+def _one_line(exc: click.UsageError) -> click.UsageError:
+    if isinstance(exc, (_OneLineUsageError, click.exceptions.NoArgsIsHelpError)):
+        return exc
+    return _OneLineUsageError(exc.format_message(), exc.ctx)
 
 
 def reports_errors(command: F) -> F:
@@ -45,7 +85,10 @@ def reports_errors(command: F) -> F:
 
 
 def _echo_json(data: Any) -> None:
-    click.echo(json.dumps(data, indent=2, ensure_ascii=False))
+    """``data`` as JSON, exact: a path that is not UTF-8 keeps its escape (:func:`codesearch.answers.pretty_json`)."""
+    from codesearch.answers import pretty_json
+
+    click.echo(pretty_json(data))
 
 
 def _echo_hits(hits: Sequence[dict[str, Any]], preview_lines: int, with_root: bool = False) -> None:
@@ -55,11 +98,11 @@ def _echo_hits(hits: Sequence[dict[str, Any]], preview_lines: int, with_root: bo
         where = f"{hit['root']}/" if with_root and hit.get("root") else ""
         facts = f"  {hit['kind']}  {hit['score']:.4f}" if "kind" in hit else ""
         if hit.get("defines"):
-            facts = f"  defines {hit['defines']}" + facts
-        click.echo(click.style(f"{rank:>2}. {where}{hit['location']}", bold=True) + facts)
+            facts = f"  defines {printable(hit['defines'])}" + facts
+        click.echo(click.style(f"{rank:>2}. {printable(where + hit['location'])}", bold=True) + facts)
         text = hit["text"] if "text" in hit else hit["line"]
-        for line in text.splitlines()[:preview_lines]:
-            click.echo(f"      {line[:160]}")
+        for line in text.replace("\r\n", "\n").split("\n")[:preview_lines]:
+            click.echo(f"      {printable(line[:160], keep_tabs=True)}")
 
 
 def _echo_answer(answer: dict[str, Any], as_json: bool, max_tokens: int | None, human: Callable[[dict[str, Any]], None],
@@ -76,7 +119,7 @@ def _echo_answer(answer: dict[str, Any], as_json: bool, max_tokens: int | None, 
         return
     human(fitted)
     if fitted.get("note"):
-        click.echo(f"({fitted['note']})", err=True)
+        click.echo(f"({printable(fitted['note'])})", err=True)
     if fitted.get("trimmed") or fitted.get("dropped"):
         click.echo(f"({fitted['trimmed']} hits cut and {fitted['dropped']} left out to fit {max_tokens} tokens)", err=True)
 
@@ -100,12 +143,34 @@ read_only_option = click.option(
     help="Never write the index (no lock, no commit); changed files are refreshed in memory for this run only. "
          "A folder this process cannot write is read-only anyway.")
 path_argument = click.argument("path", default=".", type=click.Path(file_okay=True, dir_okay=True))
+
+
+class _Folder(click.Path):
+    """A folder that may not exist yet (it is made), but is not something else that does (a file, ``/dev/null``)."""
+
+    def __init__(self) -> None:
+        super().__init__(file_okay=False)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        value = super().convert(value, param, ctx)
+        if os.path.exists(value) and not os.path.isdir(value):
+            self.fail(f"'{printable(os.fsdecode(value))}' is not a folder", param, ctx)
+        return value
+
+
+def _model_name(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    if value is not None and not value.strip():
+        raise click.BadParameter("is empty: give minilm, bge-small, bge-m3, a hub id, a local model folder, or none",
+                                 ctx, param)
+    return value
+
+
 no_ignore_option = click.option(
     "--no-ignore", is_flag=True, help="Do not honour .gitignore and .codesearchignore files."
 )
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="codesearch-hybrid", prog_name="codesearch")
 def main() -> None:
     """Find code by meaning and by keyword in a local repository."""
@@ -128,7 +193,7 @@ def stats(path: str, no_ignore: bool, chunking: str, as_json: bool) -> None:
         data.pop("root")
         _echo_json(data)
         return
-    click.echo(f"root           {report.root}")
+    click.echo(f"root           {printable(str(report.root))}")
     click.echo(f"files seen     {report.files_seen:,}")
     click.echo(f"files indexed  {report.files_indexed:,}")
     for reason, count in report.skipped.items():
@@ -142,17 +207,17 @@ def stats(path: str, no_ignore: bool, chunking: str, as_json: bool) -> None:
         reasons = ", ".join(f"{n} {r}" for r, n in sorted(Counter(lang.fallbacks.values()).items()))
         click.echo(f"{name:<12} {lang.files:>6,} {lang.chunks:>7,} {lang.symbol_share:>8.0%}  {reasons}")
         for file, reason in list(lang.fallbacks.items())[:5] if name != "other" else []:
-            click.echo(f"    {file}: {reason}")
+            click.echo(f"    {printable(file)}: {printable(reason)}")
 
 
 def index_options(command: F) -> F:
     """Options shared by every command that touches an index."""
     command = click.option(
-        "--index-dir", type=click.Path(file_okay=False), default=None,
+        "--index-dir", type=_Folder(), default=None,
         help="Where the index lives (default: a folder in the user cache keyed by PATH).",
     )(command)
     command = click.option(
-        "--model", "-m", default="minilm", show_default=True,
+        "--model", "-m", default="minilm", show_default=True, callback=_model_name,
         help="Embedding model: minilm, bge-small, bge-m3, a hub id, a local model folder, or none (keywords only).",
     )(command)
     command = click.option("--int8/--fp32", "int8", default=True, show_default=True,
@@ -284,8 +349,8 @@ def search(
         _echo_hits(fitted["hits"], preview_lines, with_root=len(paths) > 1)
         static_roots = [root for root, tier in tiers.items() if tier == "static"]
         if static_roots:
-            click.echo(f"(answered from the static tier; `codesearch index {static_roots[0]}` adds the transformer's)",
-                       err=True)
+            click.echo(f"(answered from the static tier; `codesearch index {printable(static_roots[0])}` adds the "
+                       "transformer's)", err=True)
 
     _echo_answer(answer, as_json, max_tokens, human, note)
 
@@ -369,8 +434,8 @@ def refs(name: str, path: str, model: str, index_dir: str | None, int8: bool, k:
             text = hit["text"].split("\n") if "text" in hit else []
             for line in hit["lines"]:
                 shown = text[line - start] if 0 <= line - start < len(text) else hit.get("line", "")
-                mark = f"  (defines {hit['defines']})" if hit.get("defines") and line == hit["lines"][0] else ""
-                click.echo(f"{path_of}:{line}: {shown.strip()[:160]}{mark}")
+                mark = f"  (defines {printable(hit['defines'])})" if hit.get("defines") and line == hit["lines"][0] else ""
+                click.echo(f"{printable(path_of)}:{line}: {printable(shown.strip()[:160], keep_tabs=True)}{mark}")
 
     _echo_answer(symbol_answer(found, compact=compact), as_json, max_tokens, human)
 
@@ -390,24 +455,29 @@ def status(path: str, model: str, index_dir: str | None, int8: bool, read_only: 
         return
     for key, value in facts.items():
         if key != "changes":
-            click.echo(f"{key:<19}{value}")
+            click.echo(f"{key:<19}{printable(str(value))}")
 
 
 @main.command()
 @click.argument("paths", nargs=-1, type=click.Path(file_okay=False, dir_okay=True))
 @index_options
 @read_only_option
+@click.option("--allow-any-repo", is_flag=True,
+              help="Let a tool's `repo` name any folder this user can read (indexed on first use), not only PATHS and "
+                   "the folders under them.")
 @click.option("--corpus", "corpus_store", default=None,
               help="Serve this corpus (codesearch corpus build) instead of PATHS: `repo` names one of its repositories.")
 @reports_errors
-def mcp(paths: tuple[str, ...], model: str, index_dir: str | None, int8: bool, read_only: bool,
+def mcp(paths: tuple[str, ...], model: str, index_dir: str | None, int8: bool, read_only: bool, allow_any_repo: bool,
         corpus_store: str | None) -> None:
     """Serve PATHS (default: the working directory) to MCP clients over stdio.
 
     Tools: search, find_definition, find_references, find_related,
-    index_status, reindex. Register it with an agent as the command
-    `codesearch mcp /path/to/repo` (`codesearch agent-setup` prints how).
-    With --corpus STORE: search and index_status over the corpus.
+    index_status, reindex. A tool's `repo` may name PATHS or a folder under
+    one of them; any other folder is refused (--allow-any-repo serves any).
+    Register it with an agent as the command `codesearch mcp /path/to/repo`
+    (`codesearch agent-setup` prints how). With --corpus STORE: search and
+    index_status over the corpus.
     """
     if corpus_store is not None:
         if paths:
@@ -419,7 +489,7 @@ def mcp(paths: tuple[str, ...], model: str, index_dir: str | None, int8: bool, r
     from codesearch.mcp_server import serve
 
     serve(list(paths) or ["."], model=_model(model), int8=int8, index_dir=index_dir,
-          read_only=True if read_only else None)
+          read_only=True if read_only else None, allow_any_repo=allow_any_repo)
 
 
 @main.command()
@@ -476,7 +546,7 @@ store_argument = click.argument("store")
 ray_address_option = click.option(
     "--ray-address", default=None,
     help="A Ray cluster's HOST:PORT (or auto); default: a local Ray started for this command.")
-corpus_model_option = click.option("--model", "-m", default="minilm", show_default=True,
+corpus_model_option = click.option("--model", "-m", default="minilm", show_default=True, callback=_model_name,
                                    help="The corpus's model (a corpus holds one model's vectors).")
 
 
@@ -591,34 +661,40 @@ def corpus_status(store: str, as_json: bool) -> None:
         return
     for key, value in facts.items():
         if key != "repositories":
-            click.echo(f"{key:<10}{value}")
+            click.echo(f"{key:<10}{printable(str(value))}")
     for name, repo in facts["repositories"].items():
-        click.echo(f"  {name:<24} {repo['files']:>7,} files {repo['chunks']:>9,} chunks  {repo['tier']:<6} "
-                   f"{repo['updated']}  {repo['root']}")
+        click.echo(f"  {printable(name):<24} {repo['files']:>7,} files {repo['chunks']:>9,} chunks  {repo['tier']:<6} "
+                   f"{repo['updated']}  {printable(str(repo['root']))}")
 
 
 @main.command("agent-setup")
-@click.argument("paths", nargs=-1, type=click.Path(file_okay=False, dir_okay=True))
+@click.argument("paths", nargs=-1, type=click.Path(exists=True, file_okay=False, dir_okay=True))
 @click.option("--client", type=click.Choice(["all", "claude-code", "claude-desktop", "cursor", "vscode", "codex"]),
               default="all", show_default=True, help="Print the registration for this client only.")
-@click.option("--index-dir", type=click.Path(file_okay=False), default=None,
+@click.option("--index-dir", type=_Folder(), default=None,
               help="A shared index the server should read (e.g. one built in CI).")
 @click.option("--read-only", is_flag=True, help="Register the server read-only (for a shared index).")
+@click.option("--allow-any-repo", is_flag=True,
+              help="Register a server whose tools may search any folder this user can read, not only PATHS.")
 @json_option
 @reports_errors
-def agent_setup(paths: tuple[str, ...], client: str, index_dir: str | None, read_only: bool, as_json: bool) -> None:
+def agent_setup(paths: tuple[str, ...], client: str, index_dir: str | None, read_only: bool, allow_any_repo: bool,
+                as_json: bool) -> None:
     """Print how to register the MCP server for PATHS with common agents, and a guide for AGENTS.md or CLAUDE.md.
 
     Nothing is written: copy what you need.
     """
-    from codesearch.agents import AGENT_GUIDE, registrations, server_command
+    from codesearch.agents import AGENT_GUIDE, registrations, server_command, serves
 
-    command = server_command(paths or (".",), index_dir=index_dir, read_only=read_only)
+    paths = paths or (".",)
+    command = server_command(paths, index_dir=index_dir, read_only=read_only, allow_any_repo=allow_any_repo)
     found = registrations(command)
     chosen = found if client == "all" else {client: found[client]}
+    reach = serves(paths, allow_any_repo=allow_any_repo)
     if as_json:
-        _echo_json({"command": command, "clients": chosen, "guide": AGENT_GUIDE})
+        _echo_json({"command": command, "serves": reach, "clients": chosen, "guide": AGENT_GUIDE})
         return
+    click.echo(f"({printable(reach)})\n")
     for entry in chosen.values():
         click.echo(click.style(f"# {entry['title']}", bold=True))
         click.echo(entry["how"])
@@ -676,15 +752,18 @@ def _install(client: str, paths: tuple[str, ...], scope: str | None, name: str, 
 @click.option("--index-dir", type=click.Path(file_okay=False), default=None,
               help="A shared index the server should read (e.g. one built in CI).")
 @click.option("--read-only", is_flag=True, help="Register the server read-only (for a shared index).")
+@click.option("--allow-any-repo", is_flag=True,
+              help="Register a server whose tools may name any folder, not only PATHS and the folders under them.")
 @reports_errors
 def install(client: str, paths: tuple[str, ...], scope: str | None, name: str, dry_run: bool, as_json: bool,
-            index_dir: str | None, read_only: bool) -> None:
+            index_dir: str | None, read_only: bool, allow_any_repo: bool) -> None:
     """Register the MCP server for PATHS (default: here) in CLIENT's own configuration file.
 
     Merges into the file (other servers, settings and comments are kept), backs it up first
     (FILE.codesearch-backup), and changes nothing when the registration is already there.
     """
-    _install(client, paths, scope, name, dry_run, as_json, index_dir=index_dir, read_only=read_only)
+    _install(client, paths, scope, name, dry_run, as_json, index_dir=index_dir, read_only=read_only,
+             allow_any_repo=allow_any_repo)
 
 
 @main.command()
@@ -698,8 +777,8 @@ def uninstall(client: str, paths: tuple[str, ...], scope: str | None, name: str,
 
 @main.command()
 @path_argument
-@click.option("--index-dir", type=click.Path(file_okay=False), default=None, help="Where the index lives.")
-@click.option("--model", "-m", default=None,
+@click.option("--index-dir", type=_Folder(), default=None, help="Where the index lives.")
+@click.option("--model", "-m", default=None, callback=_model_name,
               help="Also say whether this model (name, hub id or folder) is the one that built the index.")
 @json_option
 @reports_errors
@@ -715,12 +794,12 @@ def info(path: str, index_dir: str | None, model: str | None, as_json: bool) -> 
         _echo_json(facts)
         return
     for key, value in facts.items():
-        click.echo(f"{key:<15}{value}")
+        click.echo(f"{key:<15}{printable(str(value))}")
 
 
 @main.command()
 @path_argument
-@click.option("--index-dir", type=click.Path(file_okay=False), default=None, help="Where the index lives.")
+@click.option("--index-dir", type=_Folder(), default=None, help="Where the index lives.")
 @json_option
 @reports_errors
 def verify(path: str, index_dir: str | None, as_json: bool) -> None:
@@ -732,7 +811,7 @@ def verify(path: str, index_dir: str | None, as_json: bool) -> None:
     if as_json:
         _echo_json({"index_dir": str(searcher.store.directory), "verified": True, "bytes": checked})
         return
-    click.echo(f"verified {checked:,} bytes of the index at {searcher.store.directory}")
+    click.echo(f"verified {checked:,} bytes of the index at {printable(str(searcher.store.directory))}")
 
 
 @main.command()

@@ -57,7 +57,7 @@ from codesearch.chunking import Chunk, ChunkParams, chunk_lines, chunk_text, spl
 from codesearch.languages import LANGUAGES, READ_INSIDE, Definition, Language, language_for
 
 if TYPE_CHECKING:  # pragma: no cover
-    from tree_sitter import Node, Parser
+    from tree_sitter import Node, Parser, Tree
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +89,7 @@ _PARSER_LOCK = threading.Lock()
 # keep the original text.
 _ASTRAL = re.compile("[\U00010000-\U0010ffff]")
 _ASTRAL_UNSAFE = frozenset({"bash"})
+_ASTRAL_BYTES = re.compile(rb"[\xf0-\xf4][\x80-\xbf]{3}")
 _WARNED: set[str] = set()
 
 
@@ -135,6 +136,21 @@ def _parser(language: str) -> Parser | None:
             )
     _PARSERS[language] = parser
     return parser
+
+
+def parse_tree(language: str, source: bytes) -> Tree | None:
+    """The tree-sitter tree of ``source`` in ``language`` (a key of ``LANGUAGES``), or ``None`` without its grammar.
+
+    The parser is the one :func:`cut_file` uses, under the same lock; other
+    readers of the library's grammars (training-pair mining) parse through here.
+    """
+    parser = _parser(language)
+    if parser is None:
+        return None
+    if language in _ASTRAL_UNSAFE:  # as in _chunk_definitions, with the bytes' offsets kept (4 bytes for 4)
+        source = _ASTRAL_BYTES.sub(b"____", source)
+    with _PARSER_LOCK:
+        return parser.parse(source)
 
 
 def _first_line(text: str) -> str:
@@ -523,4 +539,5 @@ __all__ = [
     "chunk_definitions",
     "cut_file",
     "grammar_available",
+    "parse_tree",
 ]

@@ -66,6 +66,14 @@ class IndexCancelledError(CodeSearchError):
     """An index run was asked to stop (:meth:`CodeSearch.cancel_indexing`) and committed nothing."""
 
 
+class InvalidScopeError(CodeSearchError, ValueError):
+    """A search's scope cannot be used: a glob that does not compile, or a path outside the repository."""
+
+
+class RepositoryNotServedError(CodeSearchError, PermissionError):
+    """A server was asked for a folder outside the roots it was started with (``codesearch mcp PATH ...``)."""
+
+
 class CorpusNotFoundError(CodeSearchError, FileNotFoundError):
     """A store URI holds no codesearch corpus (nothing there, or something else)."""
 
@@ -76,6 +84,10 @@ class RepositoryNotInCorpusError(CodeSearchError, ValueError):
 
 class ClusterUnavailableError(CodeSearchError, ConnectionError):
     """The Ray cluster at the address given cannot be reached (or Ray is not installed)."""
+
+
+class TrainingDataError(CodeSearchError, ValueError):
+    """A training sources list is invalid, overlaps the benchmark, or names a repository with no tree here."""
 
 
 class ConfigFileError(CodeSearchError, ValueError):
@@ -97,8 +109,11 @@ __all__ = [
     "IndexLockedError",
     "IndexReadOnlyError",
     "IndexCancelledError",
+    "InvalidScopeError",
+    "RepositoryNotServedError",
     "CorpusNotFoundError",
     "RepositoryNotInCorpusError",
     "ClusterUnavailableError",
+    "TrainingDataError",
     "ConfigFileError",
 ]

@@ -282,7 +282,8 @@ def _plain(value: Any) -> Any:
 
 
 def plan(client_name: str, paths: Sequence[str] = (".",), *, scope: Scope | None = None, name: str = DEFAULT_NAME,
-         index_dir: str | None = None, read_only: bool = False, remove: bool = False) -> Change:
+         index_dir: str | None = None, read_only: bool = False, allow_any_repo: bool = False,
+         remove: bool = False) -> Change:
     """What installing (or with ``remove``, uninstalling) the server for ``paths`` does to the client's file.
 
     Args:
@@ -294,6 +295,7 @@ def plan(client_name: str, paths: Sequence[str] = (".",), *, scope: Scope | None
         name: the server's name in the file.
         index_dir: a shared index the server reads.
         read_only: register the server read-only.
+        allow_any_repo: register a server whose tools may name any folder.
         remove: plan the removal of ``name`` instead.
 
     Raises:
@@ -315,7 +317,8 @@ def plan(client_name: str, paths: Sequence[str] = (".",), *, scope: Scope | None
     project = Path(paths[0]).expanduser().resolve()
     file = found.file(scope, project)
     before = _read(file)
-    entry = None if remove else found.entry(server_command(paths, index_dir=index_dir, read_only=read_only))
+    entry = None if remove else found.entry(server_command(paths, index_dir=index_dir, read_only=read_only,
+                                                           allow_any_repo=allow_any_repo))
     edit = _edit_toml if found.format == "toml" else _edit_json
     after = edit(found, file, before, name, entry)
     return Change(found.name, scope, file, name, entry, before, after)

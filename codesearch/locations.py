@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import re
 
-_LOCATION = re.compile(r"^(?P<path>.+?):(?P<start>\d+)(?:-(?P<end>\d+))?$")
+from codesearch.display import clipped
+
+_LOCATION = re.compile(r"^(?P<path>.+?):(?P<start>\d+)(?:-(?P<end>\d+))?$", re.DOTALL)  # a path may hold a newline
 
 
 def parse_location(location: str) -> tuple[str, int]:
@@ -15,11 +17,11 @@ def parse_location(location: str) -> tuple[str, int]:
     """
     match = _LOCATION.match(location.strip())
     if match is None:
-        raise ValueError(f"{location!r} is not a location; write PATH:LINE or PATH:START-END (src/app.py:42)")
+        raise ValueError(f"{clipped(location)!r} is not a location; write PATH:LINE or PATH:START-END (src/app.py:42)")
     start = int(match.group("start"))
     end = int(match.group("end") or start)
     if start < 1 or end < start:
-        raise ValueError(f"{location!r} has no valid line range; lines start at 1 and END is not before START")
+        raise ValueError(f"{clipped(location)!r} has no valid line range; lines start at 1 and END is not before START")
     return match.group("path"), start
 
 

@@ -9,13 +9,25 @@ Tools (their names are fixed, so clients and docs can rely on them):
 - ``index_status(repo?)``
 - ``reindex(repo?)``
 
-``repo`` defaults to the first root the server was started with; any other
-folder is indexed on first use. Each tool handler only parses its arguments,
-calls :class:`~codesearch.search.CodeSearch` and shapes the answer
-(:mod:`codesearch.answers`): bad input comes back as a tool error with the
-library's one-line message, and the server keeps serving. With
-``max_tokens``, the answer's text as the SDK sends it stays within that many
-tokens by the rule of :func:`codesearch.answers.estimate_tokens`.
+``repo`` defaults to the first root the server was started with. The roots
+named on its command line, and the folders under them, are all it serves: a
+``repo`` anywhere else (once symlinks and ``..`` are resolved; a relative one
+is taken from the server's working directory) is a one-line tool error, and
+nothing is read or written for it. ``codesearch mcp --allow-any-repo`` serves
+any folder the user can read instead, indexed on first use.
+
+Each tool handler only parses its arguments, calls
+:class:`~codesearch.search.CodeSearch` and shapes the answer
+(:mod:`codesearch.answers`): bad input comes back as a one-line tool error
+(the library's message; for an argument of the wrong type, its name and what
+it must be: integers are strict, so ``k: true`` is refused), and the server
+keeps serving. Answers are bounded: ``max_lines`` cuts each hit's lines, and
+each line to :data:`~codesearch.answers.MAX_LINE_CHARS`; with ``max_tokens``,
+the answer's text as the SDK sends it stays within that many tokens by the rule
+of :func:`codesearch.answers.estimate_tokens`. The SDK writes strict UTF-8, so
+a path holding a byte that is not UTF-8 (a surrogate escape) is sent with that
+character as the text ``\\udcNN``; a request whose JSON holds a lone surrogate
+escape has it read as U+FFFD, as a byte that is not UTF-8 is.
 
 A repository answers from its static tier as soon as that exists; the
 transformer tier is then built in a background thread of this process (one
@@ -38,15 +50,20 @@ each hit naming its ``repo``.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import re
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import Strict, ValidationError
 
 from codesearch.answers import check_max_tokens, fit_to_budget, hits_data, symbol_answer
-from codesearch.exceptions import CodeSearchError
+from codesearch.display import clipped, printable
+from codesearch.exceptions import CodeSearchError, RepositoryNotServedError
 from codesearch.locations import parse_location
 from codesearch.scope import as_strings
 from codesearch.search import CodeSearch
@@ -65,6 +82,14 @@ INSTRUCTIONS = (
 )
 
 
+Int = Annotated[int, Strict()]
+"""A tool's integer argument: a JSON integer, never a boolean, a float or a string of digits."""
+Flag = Annotated[bool, Strict()]
+"""A tool's true-or-false argument: a JSON boolean, never 1 or "yes"."""
+ERROR_CHARS = 1000
+"""The longest tool error: a message is cut there (it may echo a caller's input)."""
+
+
 class ToolInputError(ValueError):
     """A tool was called with arguments it cannot use."""
 
@@ -73,18 +98,23 @@ class Workspace:
     """The repositories one server answers for: a :class:`CodeSearch` each, created on first use.
 
     Args:
-        roots: the repositories named on the command line; the first is the default.
+        roots: the repositories named on the command line; the first is the
+            default. They and the folders under them are all a ``repo`` may name.
         background: build the transformer tier in a background thread after a
             repository's first answer (``CodeSearch(background_upgrade=True)``;
             off in tests that want a fixed tier).
+        allow_any_repo: let a ``repo`` name any folder (indexed on first use).
         **options: passed to every :class:`CodeSearch` (``model``, ``int8``, ...);
             ``watch`` is on unless set to ``False``.
     """
 
-    def __init__(self, roots: list[str], *, background: bool = True, **options: Any) -> None:
+    def __init__(self, roots: list[str], *, background: bool = True, allow_any_repo: bool = False,
+                 **options: Any) -> None:
         if not roots:
             roots = ["."]
-        self.default = Path(roots[0]).expanduser().resolve()
+        self.roots = tuple(Path(root).expanduser().resolve() for root in roots)
+        self.default = self.roots[0]
+        self.allow_any_repo = allow_any_repo
         self.options = {"watch": True, **options, "background_upgrade": background}
         self._searchers: dict[Path, CodeSearch] = {}
         self._locks: dict[Path, threading.Lock] = {}
@@ -92,8 +122,24 @@ class Workspace:
         for root in roots:
             self.searcher(root)  # check every root now: a bad one fails at start, not at first use
 
+    def served(self, repo: str | None) -> Path:
+        """The folder ``repo`` names (symlinks and ``..`` resolved), or the default root for none.
+
+        Raises:
+            RepositoryNotServedError: it is outside every root (unless ``allow_any_repo``).
+        """
+        if not repo:
+            return self.default
+        root = Path(repo).expanduser().resolve()
+        if self.allow_any_repo or any(root == served or root.is_relative_to(served) for served in self.roots):
+            return root
+        raise RepositoryNotServedError(
+            f"{clipped(repo)!r} is outside the folders this server serves ({', '.join(map(str, self.roots))}); name "
+            "one of them or a folder under one (the server's command line names them; --allow-any-repo serves any)")
+
     def searcher(self, repo: str | None) -> tuple[CodeSearch, threading.Lock]:
-        root = self.default if not repo else Path(repo).expanduser().resolve()
+        """The searcher of ``repo`` (see :meth:`served`) and the lock its calls take turns by; made on first use."""
+        root = self.served(repo)
         with self._guard:
             found = self._searchers.get(root)
             if found is None:
@@ -116,14 +162,31 @@ class Workspace:
             searcher.close()
 
 
+def wire_safe(data: Any) -> Any:
+    """``data`` with each lone surrogate in its strings (a byte of a path that is not UTF-8) as the text ``\\udcNN``:
+    what the SDK, which writes strict UTF-8, can send."""
+    if isinstance(data, str):
+        try:
+            data.encode("utf-8")
+        except UnicodeEncodeError:
+            return data.encode("utf-8", "backslashreplace").decode("utf-8")
+        return data
+    if isinstance(data, dict):
+        return {wire_safe(key): wire_safe(value) for key, value in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [wire_safe(item) for item in data]
+    return data
+
+
 def sdk_text(data: Any) -> str:
     """An answer as the SDK sends it to the client (the text the budget counts)."""
     import pydantic_core
 
-    return pydantic_core.to_json(data, fallback=str, indent=2).decode()
+    return pydantic_core.to_json(wire_safe(data), fallback=str, indent=2).decode()
 
 
 def _checked(max_lines: int, max_tokens: int | None) -> None:
+    """Raise :class:`ToolInputError` for a negative ``max_lines``, ``ValueError`` for a budget below 1."""
     if max_lines < 0:
         raise ToolInputError(f"max_lines must be 0 or more, got {max_lines}")
     check_max_tokens(max_tokens)
@@ -203,34 +266,78 @@ def tool_reindex(ws: Workspace, repo: str | None = None) -> dict[str, Any]:
         return {"repo": str(cs.root), **cs.index().as_dict()}
 
 
+def one_line(message: str) -> str:
+    """A tool error's text: its first line, shown safely (:func:`~codesearch.display.printable`) and bounded."""
+    return clipped(printable(message.strip().split("\n")[0]), ERROR_CHARS)
+
+
 def _answerer(ws: Workspace | CorpusWorkspace) -> Callable[..., dict[str, Any]]:
-    """``answer(tool, *args)``: the tool's answer for ``ws``, or its error as a one-line tool error (the server keeps
-    serving)."""
+    """``answer(tool, *args)``: the tool's answer for ``ws`` (as the SDK can send it, :func:`wire_safe`), or its error
+    as a one-line tool error (the server keeps serving)."""
     from mcp.server.mcpserver.exceptions import ToolError
 
     def answer(call: Callable[..., dict[str, Any]], *args: Any, **kwargs: Any) -> dict[str, Any]:
         try:
-            return call(ws, *args, **kwargs)
+            return wire_safe(call(ws, *args, **kwargs))  # type: ignore[no-any-return]
         except (CodeSearchError, ValueError, OSError) as exc:
-            raise ToolError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
+            raise ToolError(one_line(str(exc)) or type(exc).__name__) from None
+        except Exception as exc:  # a defect: said in one line here, its traceback in the server's log
+            log.exception("%s failed", getattr(call, "__name__", "a tool"))
+            raise ToolError(one_line(f"internal error ({type(exc).__name__}: {exc}); the server's log (its stderr) "
+                                     "has the traceback")) from None
 
     return answer
 
 
+_ARGUMENT_TYPES = {"int": "an integer", "string": "a string", "bool": "true or false", "list": "a list",
+                   "float": "a number", "dict": "an object"}
+
+
+def argument_error(error: ValidationError) -> str:
+    """One line for arguments that do not fit a tool: the first wrong argument, and what it must be."""
+    problems = error.errors(include_url=False)
+    first = problems[0]
+    name = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in first["loc"]).lstrip(".")
+    if first["type"] == "missing":
+        line = f"{name or 'an argument'} is required"
+    else:
+        what = _ARGUMENT_TYPES.get(first["type"].split("_")[0])
+        given = clipped(json.dumps(first.get("input"), default=str), 80)
+        line = f"{name} must be {what}, got {given}" if what else f"{name}: {first['msg']}"
+    return printable(line + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
+
+
+def _server_class() -> type:
+    """:class:`mcp.server.mcpserver.MCPServer` whose argument errors are one line (:func:`argument_error`) instead of
+    pydantic's four, with a link."""
+    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+
+    class OneLineArgumentErrors(MCPServer):  # type: ignore[misc]
+        async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+            try:
+                return await super().call_tool(name, arguments, context)
+            except ToolError as exc:
+                cause = exc.__cause__
+                if isinstance(exc, UnexpectedToolError) or not isinstance(cause, ValidationError):
+                    raise
+                raise ToolError(f"Error executing tool {name}: {argument_error(cause)}") from cause
+
+    return OneLineArgumentErrors
+
+
 def build_server(ws: Workspace) -> Any:
     """An :class:`mcp.server.mcpserver.MCPServer` with the six tools bound to ``ws``."""
-    from mcp.server.mcpserver import MCPServer
-
     from codesearch import __version__
 
-    server = MCPServer("codesearch", instructions=INSTRUCTIONS, version=__version__)
+    server = _server_class()("codesearch", instructions=INSTRUCTIONS, version=__version__)
 
     answer = _answerer(ws)
 
     @server.tool()
-    def search(query: str, repo: str | None = None, k: int = 10, mode: str = "hybrid", scope: str | None = None,
+    def search(query: str, repo: str | None = None, k: Int = 10, mode: str = "hybrid", scope: str | None = None,
                include: list[str] | None = None, exclude: list[str] | None = None, kinds: list[str] | None = None,
-               max_lines: int = 40, max_tokens: int | None = None, compact: bool = False) -> dict[str, Any]:
+               max_lines: Int = 40, max_tokens: Int | None = None, compact: Flag = False) -> dict[str, Any]:
         """Find code by meaning and keyword: a question, a description of behaviour, or an identifier.
 
         Args:
@@ -250,8 +357,8 @@ def build_server(ws: Workspace) -> Any:
         return answer(tool_search, query, repo, k, mode, scope, include, exclude, kinds, max_lines, max_tokens, compact)
 
     @server.tool()
-    def find_related(location: str, repo: str | None = None, k: int = 10, max_lines: int = 40,
-                     max_tokens: int | None = None, compact: bool = False) -> dict[str, Any]:
+    def find_related(location: str, repo: str | None = None, k: Int = 10, max_lines: Int = 40,
+                     max_tokens: Int | None = None, compact: Flag = False) -> dict[str, Any]:
         """Code most similar to the chunk at a location (path:line or path:start-end), without that chunk.
 
         Args:
@@ -265,8 +372,8 @@ def build_server(ws: Workspace) -> Any:
         return answer(tool_find_related, location, repo, k, max_lines, max_tokens, compact)
 
     @server.tool()
-    def find_definition(name: str, repo: str | None = None, k: int = 10, max_lines: int = 40,
-                        max_tokens: int | None = None, compact: bool = False) -> dict[str, Any]:
+    def find_definition(name: str, repo: str | None = None, k: Int = 10, max_lines: Int = 40,
+                        max_tokens: Int | None = None, compact: Flag = False) -> dict[str, Any]:
         """Where a symbol is defined: "Session.send", "send", "Foo::bar" (exact name, same case first).
 
         Each hit's `defines` is the symbol that matched. An unknown name answers no hits and a `note` with
@@ -283,8 +390,8 @@ def build_server(ws: Workspace) -> Any:
         return answer(tool_find_definition, name, repo, k, max_lines, max_tokens, compact)
 
     @server.tool()
-    def find_references(name: str, repo: str | None = None, k: int = 20, max_lines: int = 40,
-                        max_tokens: int | None = None, compact: bool = False) -> dict[str, Any]:
+    def find_references(name: str, repo: str | None = None, k: Int = 20, max_lines: Int = 40,
+                        max_tokens: Int | None = None, compact: Flag = False) -> dict[str, Any]:
         """Where an identifier is used, as a whole word with its case (as grep -w), in file then line order.
 
         Textual: calls through dynamic dispatch, reflection or names built at run time are missed. Each hit's
@@ -359,20 +466,18 @@ def tool_corpus_status(ws: CorpusWorkspace, repo: str | None = None) -> dict[str
 
 def build_corpus_server(ws: CorpusWorkspace) -> Any:
     """An :class:`mcp.server.mcpserver.MCPServer` with ``search`` and ``index_status`` over a corpus."""
-    from mcp.server.mcpserver import MCPServer
-
     from codesearch import __version__
 
-    server = MCPServer("codesearch", instructions=INSTRUCTIONS.split(" Use `find_definition`", maxsplit=1)[0]
-                       + " `repo` names a repository of the corpus; without it every repository is searched.",
-                       version=__version__)
+    server = _server_class()("codesearch", instructions=INSTRUCTIONS.split(" Use `find_definition`", maxsplit=1)[0]
+                             + " `repo` names a repository of the corpus; without it every repository is searched.",
+                             version=__version__)
 
     answer = _answerer(ws)
 
     @server.tool()
-    def search(query: str, repo: str | None = None, k: int = 10, mode: str = "hybrid", scope: str | None = None,
+    def search(query: str, repo: str | None = None, k: Int = 10, mode: str = "hybrid", scope: str | None = None,
                include: list[str] | None = None, exclude: list[str] | None = None, kinds: list[str] | None = None,
-               max_lines: int = 40, max_tokens: int | None = None, compact: bool = False) -> dict[str, Any]:
+               max_lines: Int = 40, max_tokens: Int | None = None, compact: Flag = False) -> dict[str, Any]:
         """Find code by meaning and keyword across the corpus's repositories; each hit names its `repo`.
 
         Args:
@@ -403,13 +508,62 @@ def build_corpus_server(ws: CorpusWorkspace) -> Any:
     return server
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def readable_request(line: bytes) -> bytes:
+    """A JSON-RPC line with each lone surrogate escape (``\\udcff``, which JSON allows and the SDK's parser refuses,
+    dropping the request unanswered) read as U+FFFD, as the SDK reads a byte that is not UTF-8; other lines as they
+    are."""
+    if b"\\ud" not in line.lower():
+        return line
+    try:
+        message = json.loads(line)
+    except ValueError:
+        return line
+    cleaned = _replace_lone_surrogates(message)
+    return line if cleaned == message else json.dumps(cleaned).encode() + b"\n"
+
+
+def _replace_lone_surrogates(data: Any) -> Any:
+    if isinstance(data, str):
+        return _LONE_SURROGATE.sub("\ufffd", data)
+    if isinstance(data, dict):
+        return {_replace_lone_surrogates(key): _replace_lone_surrogates(value) for key, value in data.items()}
+    if isinstance(data, list):
+        return [_replace_lone_surrogates(item) for item in data]
+    return data
+
+
+def _read_requests_through(cleaner: Callable[[bytes], bytes]) -> None:
+    """Put a pipe on standard input (fd 0) that a thread fills with the real input's lines passed through ``cleaner``,
+    so the SDK's stdio transport, which reads fd 0, sees the cleaned lines."""
+    real_input = os.dup(0)
+    read_end, write_end = os.pipe()
+    os.dup2(read_end, 0)
+    os.close(read_end)
+
+    def pump() -> None:
+        with open(real_input, "rb") as source, open(write_end, "wb") as sink:
+            try:
+                for line in iter(source.readline, b""):
+                    sink.write(cleaner(line))
+                    sink.flush()
+            except OSError:  # the server closed its end: it is exiting
+                return
+
+    threading.Thread(target=pump, name="codesearch-stdin", daemon=True).start()
+
+
 def serve_corpus(store: str, **options: Any) -> None:
     """Run the stdio server over the corpus at ``store`` until the client closes it."""
     import sys
 
     from codesearch.corpus import Corpus
 
-    build_corpus_server(CorpusWorkspace(Corpus(store, **options))).run("stdio")
+    server = build_corpus_server(CorpusWorkspace(Corpus(store, **options)))
+    _read_requests_through(readable_request)
+    server.run("stdio")
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
@@ -426,7 +580,9 @@ def serve(roots: list[str], **options: Any) -> None:
 
     ws = Workspace(roots, **options)
     try:
-        build_server(ws).run("stdio")
+        server = build_server(ws)
+        _read_requests_through(readable_request)
+        server.run("stdio")
     finally:
         ws.close()
     sys.stdout.flush()
@@ -434,6 +590,7 @@ def serve(roots: list[str], **options: Any) -> None:
     os._exit(0)
 
 
-__all__ = ["INSTRUCTIONS", "CorpusWorkspace", "ToolInputError", "Workspace", "build_corpus_server", "build_server",
-           "sdk_text", "serve", "serve_corpus", "tool_corpus_search", "tool_corpus_status", "tool_find_definition",
-           "tool_find_references", "tool_find_related", "tool_index_status", "tool_reindex", "tool_search"]
+__all__ = ["ERROR_CHARS", "INSTRUCTIONS", "CorpusWorkspace", "Flag", "Int", "ToolInputError", "Workspace",
+           "argument_error", "build_corpus_server", "build_server", "one_line", "readable_request", "sdk_text", "serve",
+           "serve_corpus", "tool_corpus_search", "tool_corpus_status", "tool_find_definition", "tool_find_references",
+           "tool_find_related", "tool_index_status", "tool_reindex", "tool_search", "wire_safe"]

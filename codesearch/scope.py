@@ -10,14 +10,19 @@ a boolean array over the index's chunks, to apply before the top-k cut.
 from __future__ import annotations
 
 import fnmatch
+import os
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
+from pathlib import Path
 from typing import Literal
 
 import numpy as np
 from pathspec import GitIgnoreSpec
+
+from codesearch.display import clipped
+from codesearch.exceptions import InvalidScopeError
 
 Kind = Literal["source", "test", "doc", "config"]
 SOURCE: Kind = "source"
@@ -157,12 +162,51 @@ def _as_kinds(value: str | Iterable[str], what: str) -> frozenset[str]:
 
 
 def _compile(patterns: tuple[str, ...], what: str) -> GitIgnoreSpec | None:
+    """The globs as one spec; a glob that does not compile raises :class:`InvalidScopeError` naming it."""
     if not patterns:
         return None
     try:
         return GitIgnoreSpec.from_lines(patterns)
-    except ValueError as exc:
-        raise ValueError(f"bad glob in Scope {what}: {exc}; globs use .gitignore syntax") from None
+    except (ValueError, re.error):
+        pass
+    for pattern in patterns:  # name the glob at fault, and why in words (not the regex it was turned into)
+        try:
+            GitIgnoreSpec.from_lines([pattern])
+        except re.error as exc:
+            reason = exc.msg
+        except ValueError as exc:
+            reason = str(exc).split(":")[0]
+        else:
+            continue
+        raise InvalidScopeError(f"bad glob {clipped(pattern)!r} in {what} ({reason}); globs use .gitignore syntax, "
+                                "e.g. '*.py', 'src/', '!tests/**'")
+    raise InvalidScopeError(f"the {what} globs do not compile together; globs use .gitignore syntax")
+
+
+def relative_prefix(prefix: str | None, root: str | os.PathLike[str]) -> str | None:
+    """A scope prefix as a path relative to ``root``: an absolute path inside the repository becomes relative.
+
+    A relative prefix is returned as it is. An absolute one is taken as a
+    path on disk when it lies inside ``root`` (as written, or once symlinks and
+    ``..`` are resolved); otherwise, when it names something in the
+    repository with its leading ``/`` taken as the root (``/src``), it is that.
+
+    Raises:
+        InvalidScopeError: an absolute prefix that is neither.
+    """
+    if prefix is None or not os.path.isabs(prefix.strip()):
+        return prefix
+    written = prefix.strip()
+    for place, base in ((os.path.abspath(written), os.path.abspath(root)),
+                        (os.path.realpath(written), os.path.realpath(root))):
+        if place == base or place.startswith(base.rstrip(os.sep) + os.sep):
+            relative = Path(place).relative_to(base).as_posix()
+            return "." if relative in ("", ".") else relative
+    anchored = written.lstrip("/\\")
+    if anchored and os.path.lexists(os.path.join(root, anchored)):
+        return anchored
+    raise InvalidScopeError(f"the scope {clipped(written)!r} is outside the repository {os.fspath(root)}; give a path "
+                            "inside it, or one relative to it such as 'src/'")
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,7 +234,8 @@ class Scope:
         exclude_kinds: kinds to leave out.
 
     Raises:
-        ValueError: a kind is unknown, ``kinds`` is empty, or a glob is invalid.
+        ValueError: a kind is unknown or ``kinds`` is empty; :class:`InvalidScopeError` (a ``ValueError``): a glob
+            does not compile.
         TypeError: a glob or kind is not a string.
 
     A single string is accepted where a tuple or set is expected, and lists are
@@ -321,4 +366,5 @@ __all__ = [
     "TEST",
     "as_strings",
     "kind_of",
+    "relative_prefix",
 ]

@@ -36,7 +36,7 @@ from codesearch.index.navigation import find_definitions, find_references
 from codesearch.index.session import IndexSession, SessionOptions
 from codesearch.index.tiers import KEYWORD_ONLY
 from codesearch.ranking import Ranking, resolve_ranking
-from codesearch.scope import Scope
+from codesearch.scope import Scope, relative_prefix
 from codesearch.types import (
     CHUNKINGS,
     FULL,
@@ -53,6 +53,9 @@ from codesearch.types import (
     Tier,
     check_search,
 )
+
+MAX_NAME_CHARS = 1000
+"""The longest symbol name :meth:`CodeSearch.definitions` and :meth:`CodeSearch.references` take."""
 
 
 class _Option:
@@ -314,10 +317,11 @@ class CodeSearch:
 
         Raises:
             ValueError: an unknown mode or kind, an empty query, or ``k`` below 1.
+            InvalidScopeError: a glob that does not compile, or an absolute ``scope`` outside the repository.
             ModelMismatchError: the index was built with another model.
         """
         check_search(query, k, mode)
-        where = Scope.of(scope, include, exclude, kinds, exclude_kinds)
+        where = Scope.of(relative_prefix(scope, self.root), include, exclude, kinds, exclude_kinds)
         ranking = self.ranking if source_first is None else self.ranking.source_first(source_first)
         if mode != "bm25" and self._tiers.keyword_only:
             raise ModelNotAvailableError(KEYWORD_ONLY)
@@ -351,7 +355,7 @@ class CodeSearch:
             declares it either, none, with a note naming the closest symbols.
 
         Raises:
-            ValueError: an empty name, or ``k`` below 1.
+            ValueError: an empty name or one over :data:`MAX_NAME_CHARS`, or ``k`` below 1.
         """
         self._check_name(name, k)
         loaded = self._session.ready(refresh)[0]
@@ -377,7 +381,7 @@ class CodeSearch:
             refresh: stat the files first and re-index those that changed.
 
         Raises:
-            ValueError: an empty name or one without an identifier, or ``k`` below 1.
+            ValueError: an empty name, one over :data:`MAX_NAME_CHARS` or without an identifier, or ``k`` below 1.
         """
         self._check_name(name, k)
         loaded = self._session.ready(refresh)[0]
@@ -389,6 +393,9 @@ class CodeSearch:
     def _check_name(name: str, k: int) -> None:
         if not name.strip():
             raise ValueError("the name is empty; give a symbol such as `Session.send` or `send`")
+        if len(name) > MAX_NAME_CHARS:  # no symbol is that long; the answer and its note would echo it twice
+            raise ValueError(f"the name is {len(name):,} characters long; a symbol name has at most "
+                             f"{MAX_NAME_CHARS:,} (give `Session.send` or `send`)")
         if k < 1:
             raise ValueError(f"k must be at least 1, got {k}")
 
@@ -461,5 +468,5 @@ class CodeSearch:
         return self._session.status()
 
 
-__all__ = ["CodeSearch", "Hit", "IndexReport", "MODES", "Mode", "SearchInfo", "SymbolHits", "TIERS", "TextEmbedder", "Tier",
-           "chunk_key", "document_text"]
+__all__ = ["MAX_NAME_CHARS", "CodeSearch", "Hit", "IndexReport", "MODES", "Mode", "SearchInfo", "SymbolHits", "TIERS",
+           "TextEmbedder", "Tier", "chunk_key", "document_text"]

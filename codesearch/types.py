@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import numpy as np
 
+from codesearch.display import clipped
+
 if TYPE_CHECKING:
     from codesearch.embedding.catalogue import ModelSpec
 
@@ -206,7 +208,7 @@ def check_search(query: str, k: int, mode: str) -> None:
         ValueError: an unknown mode, ``k`` below 1, or an empty query.
     """
     if mode not in MODES:
-        raise ValueError(f"unknown mode {mode!r}; use one of {', '.join(MODES)}")
+        raise ValueError(f"unknown mode {clipped(str(mode))!r}; use one of {', '.join(MODES)}")
     if k < 1:
         raise ValueError(f"k must be at least 1, got {k}")
     if not query.strip():

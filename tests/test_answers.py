@@ -123,3 +123,35 @@ def test_requests_answers_at_500_2000_and_8000_tokens_are_never_over(requests_co
                 fitted = fit_to_budget(_answer(hits, compact), budget)
                 assert estimate_tokens(pretty_json(fitted)) <= budget, (query, budget, compact)
                 assert [h["location"] for h in fitted["hits"]] == [h.location for h in hits][:len(fitted["hits"])]
+
+
+def test_max_lines_bounds_an_answers_bytes_too() -> None:
+    """Issue 38 row 7: max_lines=1 on a 1 MB single-line file gave a 900 KB answer; a line longer than the width is
+    cut and marked with what was left out."""
+    from codesearch.answers import MAX_LINE_CHARS
+
+    line = "x = '" + "y" * 1_000_000 + "'"
+    one = hit_data(Hit("min.js", 1, 1, 1.0, "source", line), max_lines=1)
+    assert one["truncated"] is True and len(one["text"]) < MAX_LINE_CHARS + 40
+    assert one["text"] == line[:MAX_LINE_CHARS] + f"…[+{len(line) - MAX_LINE_CHARS:,} chars]"
+    many = hit_data(Hit("wide.py", 1, 50, 1.0, "source", "\n".join([line[:5000]] * 50)), max_lines=40)
+    assert many["truncated"] is True and many["text"].count("\n") == 39
+    assert len(pretty_json(many).encode()) < 40 * (MAX_LINE_CHARS + 40) + 1000
+    short = hit_data(Hit("a.py", 1, 2, 1.0, "source", "def f():\n    return 1"), max_lines=40)
+    assert short["text"] == "def f():\n    return 1" and short["truncated"] is False
+    assert hit_data(Hit("min.js", 1, 1, 1.0, "source", line))["text"] == line  # no max_lines: the text is whole
+
+
+def test_json_answers_keep_a_path_that_is_not_utf8_exact_and_encode_as_strict_utf8() -> None:
+    """A file name holding a byte that is not UTF-8 is a surrogate escape in the path (os.fsdecode): the CLI's JSON
+    writes it as the JSON escape \\udcff, which a parser reads back exactly; the MCP SDK, which cannot write a lone
+    surrogate at all, gets it as that text. Either way the text is strict UTF-8 and within the budget."""
+    from codesearch.mcp_server import sdk_text
+
+    hit = Hit("bad\udcffname.py", 1, 1, 1.0, "source", "x = 1")
+    for dumps, path in ((pretty_json, "bad\udcffname.py"), (sdk_text, "bad\\udcffname.py")):
+        answer = fit_to_budget(_answer([hit]), 1000, dumps)
+        text = dumps(answer)
+        text.encode("utf-8")  # strict
+        assert json.loads(text)["hits"][0]["path"] == path
+        assert estimate_tokens(text) == answer["tokens"] <= 1000

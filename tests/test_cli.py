@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -93,10 +94,8 @@ def _one_line_error(proc: subprocess.CompletedProcess[str], *needles: str) -> No
 
 
 def _usage_error(proc: subprocess.CompletedProcess[str], needle: str) -> None:
-    """click's own usage errors: exit code 2, the usage, then one line that says what was wrong."""
-    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
-    last = proc.stderr.strip().splitlines()[-1]
-    assert last.startswith("Error: ") and needle in last, proc.stderr
+    """click's own usage errors: exit code 2 and one line that says what was wrong, as every error."""
+    _one_line_error(proc, needle)
 
 
 @pytest.fixture
@@ -448,4 +447,131 @@ def test_agent_setup_prints_registrations_and_the_guide_and_writes_nothing(proje
     assert shared["command"][-4:] == [str(root.resolve()), "--index-dir", str(index_dir.resolve()), "--read-only"]
     assert set(shared["clients"]) == {"claude-code", "claude-desktop", "cursor", "vscode", "codex"}
     assert "[mcp_servers.codesearch]" in shared["clients"]["codex"]["text"] and "AGENTS.md" not in shared["guide"]
+    assert f"answers for {root.resolve()} and the folders under them" in shared["serves"]
+    assert f"answers for {root.resolve()} and the folders under them" in text.output and "--allow-any-repo" in text.output
+    anywhere = json.loads(CliRunner().invoke(main, ["agent-setup", str(root), "--allow-any-repo", "--json"]).output)
+    assert anywhere["command"][-1] == "--allow-any-repo" and "any folder this user can read" in anywhere["serves"]
     assert sorted(p for p in root.parent.rglob("*")) == before
+
+
+# -- issue 38: one line for every error, escaped names in text, exact JSON ---------------------------------
+
+
+@pytest.mark.parametrize("args", [
+    ["search", "x", "REPO", "-k", "0"],
+    ["search", "x", "REPO", "--max-tokens", "0"],
+    ["search", "x", "REPO", "--lines", "x"],
+    ["search", "x", "REPO", "--index-dir", "FILE"],
+    ["def", "x", "REPO", "--index-dir", "FILE"],
+    ["search", "x", "REPO", "--no-such-option"],
+    ["search"],
+    ["refs", "x", "REPO", "-k", "many"],
+    ["corpus", "search", "x"],
+    ["nonsense"],
+])
+def test_usage_errors_are_one_line_with_exit_code_2(repo: Path, args: list[str]) -> None:
+    """Issue 38 row 10: click printed three lines (Usage / Try / Error)."""
+    args = [str(repo) if a == "REPO" else str(repo / "src" / "app.py") if a == "FILE" else a for a in args]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: ") and "--help" in lines[0], result.stderr
+    assert result.stdout == ""
+
+
+def test_usage_errors_are_one_line_from_the_command_too(repo: Path) -> None:
+    _one_line_error(_run("search", "x", str(repo), "-k", "0"), "'-k': 0 is not in the range x>=1")
+    top = CliRunner().invoke(main, [])
+    assert "Usage:" in top.output and "Commands:" in top.output  # no command: the help, as before
+
+
+def test_a_bad_glob_is_one_line_with_the_librarys_message(repo: Path, keyword_index: Path) -> None:
+    """Issue 38 row 8: '[z-a]' gave a 68-line traceback."""
+    from codesearch.scope import Scope
+
+    for option in ("--include", "--exclude"):
+        proc = _run("search", "main", str(repo), "--mode", "bm25", "--model", "none", "--index-dir", str(keyword_index),
+                    option, "[z-a]")
+        _one_line_error(proc, "'[z-a]'")
+        with pytest.raises(ValueError) as caught:
+            Scope.of(**{option[2:]: ["[z-a]"]})
+        assert proc.stderr.strip() == f"Error: {caught.value}"
+
+
+FORGED = "e.py\nreal.py:99: FORGED"
+
+
+@pytest.fixture
+def hostile_names(tmp_path: Path) -> tuple[Path, Path]:
+    """A repository whose file names hold a newline (forging a result line), a terminal escape and a byte that is
+    not UTF-8, with its keyword index."""
+    from codesearch import CodeSearch
+
+    root = tmp_path / "host\x1bile"
+    root.mkdir()
+    (root / FORGED).write_text("def forged_name():\n    return 1\n")
+    (root / "c\x1b[2Jd.py").write_text("from e import forged_name\n\nforged_name()\n")
+    with open(os.fsencode(root) + b"/bad\xffname.py", "w") as handle:
+        handle.write("def undecodable_name():\n    return forged_name()\n")
+    index_dir = tmp_path / "hostile-index"
+    CodeSearch(root, model=None, index_dir=index_dir).index()
+    return root, index_dir
+
+
+def _strict(*args: str) -> subprocess.CompletedProcess[str]:
+    """The CLI with a strict UTF-8 stdout and stderr: a raw surrogate escape could not be written."""
+    env = {**os.environ, "PYTHONIOENCODING": "utf-8:strict"}
+    return subprocess.run([sys.executable, "-m", "codesearch.cli", *args], capture_output=True, text=True,
+                          timeout=300, env=env, encoding="utf-8", errors="strict")
+
+
+def test_text_output_escapes_control_characters_in_paths_and_json_keeps_them_exact(
+        hostile_names: tuple[Path, Path]) -> None:
+    """Issue 38 row 12: a file named 'e.py\\nreal.py:99: FORGED' forged a result line of `refs`; with --model none a
+    path holding a byte that is not UTF-8 could not be printed at all under a strict UTF-8 stdout."""
+    root, index_dir = hostile_names
+    base = ["--model", "none", "--index-dir", str(index_dir)]
+    shown = {"e.py\\nreal.py:99: FORGED", "c\\x1b[2Jd.py", "bad\\xffname.py"}
+    exact = {FORGED, "c\x1b[2Jd.py", "bad\udcffname.py"}
+    texts = {
+        "refs": _strict("refs", "forged_name", str(root), *base),
+        "search": _strict("search", "forged_name undecodable_name", str(root), *base, "--mode", "bm25"),
+        "def": _strict("def", "undecodable_name", str(root), *base),
+        "status": _strict("status", str(root), *base),
+    }
+    for command, proc in texts.items():
+        assert proc.returncode == 0 and "Traceback" not in proc.stderr, (command, proc.stderr)
+        assert not any(ch in proc.stdout + proc.stderr for ch in "\x1b\r"), command
+        assert not any(line.startswith("real.py") for line in proc.stdout.splitlines()), command
+    refs = texts["refs"].stdout.splitlines()
+    assert {line.split(":")[0] for line in refs} == {"e.py\\nreal.py", "c\\x1b[2Jd.py", "bad\\xffname.py"}
+    assert all(any(line.startswith(name + ":") for name in shown) for line in refs), refs
+    assert "bad\\xffname.py:1-" in texts["def"].stdout
+    ranked = [line for line in texts["search"].stdout.splitlines() if re.match(r"\s*\d+\. ", line)]
+    assert len(ranked) == 3 and all(any(f". {name}:" in line for name in shown) for line in ranked), ranked
+    assert "host\\x1bile" in texts["status"].stdout
+    for command in (["refs", "forged_name"], ["search", "forged_name undecodable_name", "--mode", "bm25"]):
+        proc = _strict(*command[:2], str(root), *base, *command[2:], "--json")
+        assert proc.returncode == 0, proc.stderr
+        assert {hit["path"] for hit in json.loads(proc.stdout)["hits"]} == exact, command
+
+
+def test_smaller_rough_edges(repo: Path, keyword_index: Path, tmp_path: Path) -> None:
+    """Issue 38's smaller items: each a true one-line message with exit code 2 (or a true note)."""
+    base = ["--index-dir", str(keyword_index)]
+    empty_model = _run("search", "main", str(repo), "--model", "", *base)
+    _one_line_error(empty_model, "--model")
+    assert "Error:  is" not in empty_model.stderr
+    _one_line_error(_run("search", "main", str(repo), "--index-dir", "/dev/null"), "/dev/null", "not a folder")
+    _one_line_error(_run("agent-setup", str(tmp_path / "nonexistent")), "does not exist")
+    long_word = json.loads(_run("search", "a" * 70, str(repo), "--model", "none", "--mode", "bm25", *base,
+                                "--json").stdout)
+    assert long_word["hits"] == [] and "longer than 64" in long_word["note"] and "holds no word" not in long_word["note"]
+    scoped = json.loads(_run("search", "main", str(repo), "--model", "none", "--mode", "bm25", *base,
+                             "--scope", str(repo / "src"), "--json").stdout)
+    assert [hit["path"] for hit in scoped["hits"]] == ["src/app.py"]
+    _one_line_error(_run("search", "main", str(repo), "--model", "none", "--mode", "bm25", *base,
+                         "--scope", str(tmp_path.parent)), "outside the repository")
+    huge = _run("def", "x" * 100_000, str(repo), "--model", "none", *base)
+    _one_line_error(huge, "100,000 characters")
+    assert len(huge.stderr) < 500

@@ -243,3 +243,22 @@ def test_benchmark_script_runs_and_writes_its_json(minilm_int8_embedder, tmp_pat
     assert keys <= set(result) and result["chunks"] == 6
     assert result["fp32_min_cos"] >= 0.9999 and result["int8_min_cos"] >= 0.97
     assert "onnxruntime int8" in run.stdout
+
+
+@pytest.mark.slow
+def test_the_pytorch_encoder_reads_the_same_tokens_as_onnx(  # type: ignore[no-untyped-def]
+    minilm_embedder, minilm_int8_embedder, embed_code_chunks
+) -> None:
+    """The GPU actors' encoder (PyTorch; float32 on this CPU, float16 on a GPU) agrees with the ONNX graphs."""
+    pytest.importorskip("torch")
+    from codesearch.embedding.torch_encoder import TorchEncoder
+
+    texts = embed_code_chunks[:60] + ["x = 1", "def f():\n    return 2"]
+    encoder = TorchEncoder(minilm_embedder.spec.local_path(), minilm_embedder.spec, device="cpu", batch_tokens=2048)
+    got, counts, tokens = encoder.encode(texts)
+    want = minilm_embedder.embed_documents(texts)
+    assert got.shape == want.shape and counts.tolist() == minilm_embedder.token_counts(texts).tolist()
+    assert tokens == minilm_embedder.last_report.tokens  # the same truncation, padding not counted
+    assert (got * want).sum(axis=1).min() >= 0.9999  # padded batches give the unpadded vectors
+    int8 = minilm_int8_embedder.embed_documents(texts)
+    assert (got * int8).sum(axis=1).min() >= 0.98  # within the int8 gate's tolerance of fp32

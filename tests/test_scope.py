@@ -148,12 +148,25 @@ def test_empty_kinds_is_rejected() -> None:
 
 
 def test_bad_glob_and_types() -> None:
-    with pytest.raises(ValueError, match=r"bad glob in Scope include.*\.gitignore syntax"):
+    with pytest.raises(ValueError, match=r"bad glob '!' in include.*\.gitignore syntax"):
         Scope(include=("!",))
     with pytest.raises(TypeError, match="strings"):
         Scope(exclude=(3,))  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="prefix"):
         Scope(prefix=Path("src"))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("what", ["include", "exclude"])
+@pytest.mark.parametrize("glob", ["[z-a]", "!", "\\"])
+def test_a_glob_that_cannot_be_compiled_is_one_library_error_naming_it(what: str, glob: str) -> None:
+    """Issue 38 row 8: '[z-a]' raised re.error (a 68-line traceback from the CLI, a reasonless MCP error)."""
+    from codesearch.exceptions import CodeSearchError, InvalidScopeError
+
+    with pytest.raises(InvalidScopeError) as caught:
+        Scope.of(**{what: ["*.py", glob]})
+    message = str(caught.value)
+    assert isinstance(caught.value, CodeSearchError) and isinstance(caught.value, ValueError)
+    assert f"bad glob {glob!r} in {what}" in message and "\n" not in message and ".gitignore syntax" in message
 
 
 def test_friendly_coercion_and_equality() -> None:
@@ -321,3 +334,29 @@ def test_mask_equals_per_path_decision(scope: Scope, paths: list[str]) -> None:
     expected = [scope.allows(p) for p in paths]
     assert scope.mask(paths).tolist() == expected
     assert scope.mask(paths, [kind_of(p) for p in paths]).tolist() == expected
+
+
+def test_an_absolute_scope_inside_the_repository_is_its_relative_scope(tmp_path: Path) -> None:
+    """Issue 38: an absolute scope was stripped of its '/' and matched nothing; outside the repository it is an
+    error that says so (a leading '/' naming a folder of the repository still anchors at its root)."""
+    from codesearch import CodeSearch
+    from codesearch.exceptions import InvalidScopeError
+
+    root = tmp_path / "repo"
+    for folder in ("src", "lib"):
+        (root / folder).mkdir(parents=True)
+        (root / folder / "a.py").write_text(f"def in_{folder}():\n    return 'needle'\n")
+    (tmp_path / "link").symlink_to(root)
+    cs = CodeSearch(root, model=None, index_dir=tmp_path / "index")
+
+    def paths(scope: str) -> list[str]:
+        return sorted(hit.path for hit in cs.search("needle", mode="bm25", scope=scope))
+
+    assert paths("src") == ["src/a.py"]
+    for same in (str(root / "src"), str(root / "src") + "/", str(tmp_path / "link" / "src"), "/src",
+                 str(root / "lib" / ".." / "src")):
+        assert paths(same) == ["src/a.py"], same
+    assert paths(str(root)) == ["lib/a.py", "src/a.py"]
+    for outside in (str(tmp_path), str(tmp_path / "elsewhere"), str(root / ".." / "x")):
+        with pytest.raises(InvalidScopeError, match="outside the repository"):
+            cs.search("needle", mode="bm25", scope=outside)

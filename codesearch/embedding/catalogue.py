@@ -163,6 +163,9 @@ def resolve_model(model: str | ModelSpec = DEFAULT_MODEL, **overrides: Any) -> M
     """
     if isinstance(model, ModelSpec):
         return dataclasses.replace(model, **overrides) if overrides else model
+    if not model.strip():  # else '' would name the working directory as a local model folder
+        raise ModelNotAvailableError(f"the model name is empty: use one of {', '.join(MODELS)}, a Hugging Face id "
+                                     "or a local model directory")
     if model in MODELS:
         return dataclasses.replace(MODELS[model], **overrides) if overrides else MODELS[model]
     for spec in MODELS.values():
@@ -187,7 +190,7 @@ def resolve_model(model: str | ModelSpec = DEFAULT_MODEL, **overrides: Any) -> M
 def _custom_spec(name: str, source: str, fields: dict[str, Any]) -> ModelSpec:
     if "pooling" not in fields:
         raise ValueError(
-            f"{name} is not in the catalogue, so its pooling is unknown: pass "
+            f"{name!r} is not in the catalogue, so its pooling is unknown: pass "
             "pooling='mean' or pooling='cls' (and max_length=..., query_prefix=... "
             "as the model card says)"
         )
@@ -207,13 +210,23 @@ def _sentence_transformers_config(folder: Path) -> dict[str, Any]:
         ]
         pooling = read_json(folder / pool_dirs[0] / "config.json") if pool_dirs else None
         if isinstance(pooling, dict):
-            if pooling.get("pooling_mode_cls_token"):
+            # sentence-transformers 5 writes {"pooling_mode": "mean"}; earlier versions one flag per mode.
+            mode = pooling.get("pooling_mode")
+            if mode in POOLINGS:
+                found["pooling"] = mode
+            elif pooling.get("pooling_mode_cls_token"):
                 found["pooling"] = "cls"
             elif pooling.get("pooling_mode_mean_tokens"):
                 found["pooling"] = "mean"
     bert = read_json(folder / "sentence_bert_config.json")
     if isinstance(bert, dict) and isinstance(bert.get("max_seq_length"), int):
         found["max_length"] = bert["max_seq_length"]
+    else:
+        # sentence-transformers 5 keeps the length in the tokenizer's own config instead.
+        tokenizer = read_json(folder / "tokenizer_config.json")
+        length = tokenizer.get("model_max_length") if isinstance(tokenizer, dict) else None
+        if isinstance(length, int) and 3 <= length <= 1_000_000:
+            found["max_length"] = length
     st = read_json(folder / "config_sentence_transformers.json")
     prompts = st.get("prompts") if isinstance(st, dict) else None
     if isinstance(prompts, dict):

@@ -54,12 +54,9 @@ class OnnxEncoder:
     def __init__(self, onnx_path: Path, folder: Path, spec: ModelSpec, threads: int | None = None,
                  providers: Sequence[str] | None = None):
         import onnxruntime as ort
-        from tokenizers import Tokenizer
 
         self.spec = spec
-        self.tokenizer = Tokenizer.from_file(str(folder / TOKENIZER_FILE))
-        self.tokenizer.no_truncation()
-        self.tokenizer.no_padding()
+        self.tokenizer = load_tokenizer(folder)
         config = read_json(folder / CONFIG_FILE) or {}
         # One session, run by one worker thread per core, each call single-threaded:
         # on code chunks this beat one call at a time on all cores by 10-20% (no
@@ -95,22 +92,7 @@ class OnnxEncoder:
 
     def tokenize(self, texts: Sequence[str]) -> tuple[list[list[int]], np.ndarray]:
         """Return token ids truncated to the maximum length, and the untruncated counts."""
-        limit = self.spec.max_length
-        # encode_batch_fast (tokenizers >= 0.21) skips the character offsets we never use.
-        encode = getattr(self.tokenizer, "encode_batch_fast", self.tokenizer.encode_batch)
-        encodings = encode(list(texts))
-        ids: list[list[int]] = []
-        counts = np.empty(len(encodings), dtype=np.int64)
-        for row, encoding in enumerate(encodings):
-            tokens = encoding.ids
-            counts[row] = len(tokens)
-            if len(tokens) > limit:
-                # Cut the text but keep the closing special tokens, as the tokenizer's
-                # own truncation does (it truncates before adding them).
-                trail = _run_length(encoding.special_tokens_mask[::-1])
-                tokens = tokens[: max(limit - trail, 1)] + tokens[len(tokens) - trail :]
-            ids.append(tokens)
-        return ids, counts
+        return tokenize(self.tokenizer, texts, self.spec.max_length)
 
     def encode(self, texts: Sequence[str], progress: Any = None) -> tuple[np.ndarray, np.ndarray, int]:
         """Embed ``texts``, one text per worker thread at a time.
@@ -158,6 +140,39 @@ class OnnxEncoder:
             yield np.array([row]), input_ids, np.ones_like(input_ids)
 
 
+def load_tokenizer(folder: Path) -> Any:
+    """The fast tokenizer of an export or model folder, with its own truncation and padding off."""
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(folder / TOKENIZER_FILE))
+    tokenizer.no_truncation()
+    tokenizer.no_padding()
+    return tokenizer
+
+
+def tokenize(tokenizer: Any, texts: Sequence[str], limit: int) -> tuple[list[list[int]], np.ndarray]:
+    """Token ids of ``texts`` truncated to ``limit`` tokens (closing special tokens kept), and the untruncated counts.
+
+    Every encoder of the transformer (onnxruntime here, PyTorch in :mod:`codesearch.embedding.torch_encoder`)
+    reads the tokens this function gives, so both see the same input.
+    """
+    # encode_batch_fast (tokenizers >= 0.21) skips the character offsets we never use.
+    encode = getattr(tokenizer, "encode_batch_fast", tokenizer.encode_batch)
+    encodings = encode(list(texts))
+    ids: list[list[int]] = []
+    counts = np.empty(len(encodings), dtype=np.int64)
+    for row, encoding in enumerate(encodings):
+        tokens = encoding.ids
+        counts[row] = len(tokens)
+        if len(tokens) > limit:
+            # Cut the text but keep the closing special tokens, as the tokenizer's
+            # own truncation does (it truncates before adding them).
+            trail = _run_length(encoding.special_tokens_mask[::-1])
+            tokens = tokens[: max(limit - trail, 1)] + tokens[len(tokens) - trail :]
+        ids.append(tokens)
+    return ids, counts
+
+
 def _run_length(flags: Sequence[int]) -> int:
     """Count the leading ones in ``flags`` (special tokens, given a reversed mask)."""
     n = 0
@@ -168,4 +183,4 @@ def _run_length(flags: Sequence[int]) -> int:
     return n
 
 
-__all__ = ["CONFIG_FILE", "ONNX_FILE", "TOKENIZER_FILE", "OnnxEncoder", "available_cores"]
+__all__ = ["CONFIG_FILE", "ONNX_FILE", "TOKENIZER_FILE", "OnnxEncoder", "available_cores", "load_tokenizer", "tokenize"]

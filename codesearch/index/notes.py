@@ -6,6 +6,7 @@ folder is walked again to say which files there were skipped, and why.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
@@ -14,7 +15,7 @@ import numpy as np
 
 from codesearch.files.walk import MAX_FILE_BYTES, SkipReason, file_reason, walk
 from codesearch.index.loaded import LoadedIndex
-from codesearch.keyword.tokens import code_tokens
+from codesearch.keyword.tokens import MAX_TOKEN_CHARS, code_tokens
 from codesearch.scope import Scope
 from codesearch.types import Mode
 
@@ -41,6 +42,9 @@ def why_empty(loaded: LoadedIndex, where: Scope, mask: np.ndarray | None, query:
     known = [w for w in words if w in loaded.bm25.vocabulary_]
     empty = " and its embedding is empty (the model knows none of its tokens)" if mode == "hybrid" else ""
     if not words:
+        if any(len(run) > MAX_TOKEN_CHARS for run in re.findall(r"\w+", query)):
+            return (f"every word of the query is longer than {MAX_TOKEN_CHARS} characters, and the keyword index "
+                    f"keeps no word that long (hashes, blobs){empty}; search for a shorter part, or a description")
         return f"the query holds no word to look up (letters, digits or _){empty}; describe what the code does"
     if not known:
         return f"no word of the query ({', '.join(words[:8])}) occurs in the indexed files{empty}"

@@ -30,6 +30,7 @@ from codesearch.exceptions import (
     ModelMismatchError,
     ModelNotAvailableError,
     RepositoryNotInCorpusError,
+    RepositoryNotServedError,
     RootNotFoundError,
 )
 from codesearch.server.served import NotAvailableError, Served
@@ -143,7 +144,7 @@ def parse(endpoint: Endpoint, query: Any) -> dict[str, Any]:
 def status_of(exc: BaseException) -> int:
     """The HTTP status of an error the API answers."""
     if isinstance(exc, (NotAvailableError, RootNotFoundError, IndexNotFoundError, RepositoryNotInCorpusError,
-                        CorpusNotFoundError)):
+                        RepositoryNotServedError, CorpusNotFoundError)):
         return 404
     if isinstance(exc, IndexReadOnlyError):
         return 403

@@ -11,24 +11,19 @@ library's, and a repository outside those served is refused.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Sequence
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 from codesearch.answers import corpus_answer, fit_to_budget, hits_data, search_answer, symbol_answer
-from codesearch.exceptions import IndexNotFoundError, RootNotFoundError
+from codesearch.display import clipped
+from codesearch.exceptions import IndexNotFoundError, RepositoryNotServedError
 from codesearch.locations import parse_location
 from codesearch.mcp_server import CorpusWorkspace, Workspace
-from codesearch.search import CodeSearch
 
 DEFAULT_MAX_K = 100
 """The most hits one request may ask for, unless ``--max-k`` says otherwise."""
-
-
-class NotServedError(RootNotFoundError):
-    """A repository that this server was not started with (it serves only the roots named on its command line)."""
 
 
 class NotAvailableError(ValueError):
@@ -36,33 +31,20 @@ class NotAvailableError(ValueError):
 
 
 class ServedWorkspace(Workspace):
-    """A :class:`Workspace` that answers for the roots it was started with and nothing else (a ``repo`` may name
-    a root by its path or by its folder's name)."""
+    """The stdio server's :class:`Workspace` and its rule (the roots named and the folders under them, nothing
+    else), where a ``repo`` may also name a root by its folder's name, and a refusal names what is served."""
 
-    def __init__(self, roots: Sequence[str], **options: Any) -> None:
-        self.allowed = {Path(r).expanduser().resolve(): None for r in roots or ["."]}
-        super().__init__(list(roots), **options)
-
-    def root_of(self, repo: str | None) -> Path | None:
-        """The served root that ``repo`` names (``None``: the default).
-
-        Raises:
-            NotServedError: ``repo`` names no root of this server.
-        """
-        if not repo:
-            return None
-        named = [root for root in self.allowed if root.name == repo]
-        if len(named) == 1:
-            return named[0]
-        candidate = Path(repo).expanduser().resolve()
-        if candidate in self.allowed:
-            return candidate
-        served = ", ".join(str(root) for root in self.allowed)
-        raise NotServedError(f"{repo} is not served here; this server serves {served}")
-
-    def searcher(self, repo: str | None) -> tuple[CodeSearch, threading.Lock]:
-        root = self.root_of(repo)
-        return super().searcher(None if root is None else str(root))
+    def served(self, repo: str | None) -> Path:
+        if repo:
+            named = [root for root in self.roots if root.name == repo]
+            if len(named) == 1:
+                return named[0]
+        try:
+            return super().served(repo)
+        except RepositoryNotServedError:
+            served = ", ".join(str(root) for root in self.roots)
+            raise RepositoryNotServedError(f"{clipped(repo or '')} is not served here; this server serves {served} "
+                                           "and the folders under them") from None
 
 
 class Served:
@@ -106,7 +88,7 @@ class Served:
         read_only = None if allow_refresh else True
         self.workspace = ServedWorkspace(list(roots) or ["."], background=background and allow_refresh,
                                          read_only=read_only, **options)
-        for root in self.workspace.allowed:
+        for root in self.workspace.roots:
             searcher = self.workspace.searcher(str(root))[0]
             if not allow_refresh and not searcher.store.exists():
                 self.close()
@@ -117,7 +99,7 @@ class Served:
 
     @property
     def roots(self) -> list[Path]:
-        return list(self.workspace.allowed) if self.workspace is not None else []
+        return list(dict.fromkeys(self.workspace.roots)) if self.workspace is not None else []
 
     def repositories(self) -> list[str]:
         """What ``repo`` can name: each root's path, or each repository of the corpus."""
@@ -162,7 +144,7 @@ class Served:
             return fit_to_budget(corpus_answer(q, repos, hits, compact=compact), max_tokens)
         ws = self._workspace("search")
         options["exclude_kinds"] = {name for name, flag in (("test", no_tests), ("doc", no_docs)) if flag}
-        roots = [ws.root_of(repo)] if repo else self.roots
+        roots = [ws.served(repo)] if repo else self.roots
         if len(roots) == 1:
             cs, lock = ws.searcher(str(roots[0]) if repo else None)
             with lock:
@@ -223,4 +205,4 @@ class Served:
             return cs.status()
 
 
-__all__ = ["DEFAULT_MAX_K", "NotAvailableError", "NotServedError", "Served", "ServedWorkspace"]
+__all__ = ["DEFAULT_MAX_K", "NotAvailableError", "Served", "ServedWorkspace"]
