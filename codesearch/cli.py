@@ -105,14 +105,12 @@ def _echo_hits(hits: Sequence[dict[str, Any]], preview_lines: int, with_root: bo
             click.echo(f"      {printable(line[:160], keep_tabs=True)}")
 
 
-def _echo_answer(answer: dict[str, Any], as_json: bool, max_tokens: int | None, human: Callable[[dict[str, Any]], None],
-                 note: str | None = None) -> None:
+def _echo_answer(answer: dict[str, Any], as_json: bool, max_tokens: int | None,
+                 human: Callable[[dict[str, Any]], None]) -> None:
     """Print an answer: as JSON, or by ``human``; within ``max_tokens`` either way (the JSON form is what is
-    counted). A note (why it is empty, or what to bear in mind) goes to stderr in text mode."""
+    counted). Its note (why it is empty, or what to bear in mind) goes to stderr in text mode."""
     from codesearch.answers import fit_to_budget
 
-    if note is not None:
-        answer = {**{k: v for k, v in answer.items() if k != "hits"}, "note": note, "hits": answer["hits"]}
     fitted = fit_to_budget(answer, max_tokens)
     if as_json:
         _echo_json(fitted)
@@ -318,7 +316,7 @@ def search(
         "exclude_kinds": exclude_kinds, "source_first": False if no_source_first else None,
         "refresh": False if no_refresh else None,
     }
-    from codesearch.answers import hits_data
+    from codesearch.answers import search_answer
 
     if len(paths) == 1:
         searcher = _searcher(paths[0], model, index_dir, int8, read_only=read_only, progress=not as_json)
@@ -331,17 +329,8 @@ def search(
                             read_only=True if read_only else None)
         hits = multi.search(query, **options)
         infos = [(str(s.root), info) for s, info in zip(multi.searchers, multi.last_search)]
+    answer = search_answer(query, infos, hits, compact=compact)
     tiers = {root: info.tier if info else None for root, info in infos}
-    notes = [(root, info.note) for root, info in infos if info and info.note]
-    note = None
-    if not hits and notes:
-        note = notes[0][1] if len(infos) == 1 else "; ".join(f"{root}: {text}" for root, text in notes)
-    answer = {
-        "query": query,
-        "tier": next(iter(tiers.values())) if len(tiers) == 1 else tiers,
-        "refreshed": sum(info.refreshed for _, info in infos if info),
-        "hits": hits_data(hits, compact=compact),
-    }
 
     def human(fitted: dict[str, Any]) -> None:
         if not fitted["hits"]:
@@ -352,7 +341,7 @@ def search(
             click.echo(f"(answered from the static tier; `codesearch index {printable(static_roots[0])}` adds the "
                        "transformer's)", err=True)
 
-    _echo_answer(answer, as_json, max_tokens, human, note)
+    _echo_answer(answer, as_json, max_tokens, human)
 
 
 @main.command()
@@ -630,13 +619,13 @@ def corpus_search(query: str, store: str, repos: tuple[str, ...], model: str, k:
                   include: tuple[str, ...], exclude: tuple[str, ...], kinds: tuple[str, ...], preview_lines: int,
                   max_tokens: int | None, compact: bool, as_json: bool) -> None:
     """Search STORE for QUERY, across every repository or those named by --repo; each hit names its repository."""
-    from codesearch.answers import hits_data
+    from codesearch.answers import corpus_answer
 
     if not query.strip():
         _fail("the query is empty; give words, a question or an identifier")
     hits = _corpus(store, model).search(query, k=k, repos=list(repos) or None, mode=mode,  # type: ignore[arg-type]
                                         scope=scope, include=include, exclude=exclude, kinds=set(kinds) or None)
-    answer = {"query": query, "repos": list(repos) or None, "hits": hits_data(hits, compact=compact)}
+    answer = corpus_answer(query, repos, hits, compact=compact)
 
     def human(fitted: dict[str, Any]) -> None:
         if not fitted["hits"]:
