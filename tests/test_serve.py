@@ -193,9 +193,10 @@ def test_mcp_over_http_serves_the_stdio_tools(server: str, repos: tuple[Path, Pa
         defined = await client.call_tool("find_definition", {"name": "read_netrc", "repo": str(other)})
         outside = await client.call_tool("search", {"query": "x", "repo": str(tmp_path)})
         bad = await client.call_tool("search", {"query": "x", "mode": "fuzzy"})
+        many = await client.call_tool("find_references", {"name": "Session", "k": 101})
         reindex = await client.call_tool("reindex", {})
         status = await client.call_tool("index_status", {})
-        return {"tools": tools, "found": found, "defined": defined, "outside": outside, "bad": bad,
+        return {"tools": tools, "found": found, "defined": defined, "outside": outside, "bad": bad, "many": many,
                 "reindex": reindex, "status": status}
 
     answers = _mcp(server, work)
@@ -205,7 +206,8 @@ def test_mcp_over_http_serves_the_stdio_tools(server: str, repos: tuple[Path, Pa
     assert found["repo"] == str(repo) and found["tier"] == "full"
     assert [(h["location"], h["score"]) for h in found["hits"]] == [(h["location"], h["score"]) for h in api["hits"]]
     assert json.loads(answers["defined"].content[0].text)["hits"][0]["path"] == "lib/netrc.py"
-    for name, needle in (("outside", "is not served here"), ("bad", "unknown mode"), ("reindex", "read-only")):
+    for name, needle in (("outside", "is not served here"), ("bad", "unknown mode"), ("reindex", "read-only"),
+                         ("many", "k must be at most 100 on this server")):
         call = answers[name]
         assert call.is_error and needle in call.content[0].text and "\n" not in call.content[0].text.strip(), name
     assert json.loads(answers["status"].content[0].text)["indexed"] is True

@@ -20,7 +20,7 @@ from codesearch.answers import corpus_answer, fit_to_budget, hits_data, search_a
 from codesearch.display import clipped
 from codesearch.exceptions import IndexNotFoundError, RepositoryNotServedError
 from codesearch.locations import parse_location
-from codesearch.mcp_server import CorpusWorkspace, Workspace
+from codesearch.mcp_server import CorpusWorkspace, Workspace, check_k
 
 DEFAULT_MAX_K = 100
 """The most hits one request may ask for, unless ``--max-k`` says otherwise."""
@@ -83,11 +83,11 @@ class Served:
             from codesearch.corpus import Corpus
 
             options.pop("index_dir", None)
-            self.corpus = CorpusWorkspace(Corpus(corpus, **options))
+            self.corpus = CorpusWorkspace(Corpus(corpus, **options), max_k=max_k)
             return
         read_only = None if allow_refresh else True
         self.workspace = ServedWorkspace(list(roots) or ["."], background=background and allow_refresh,
-                                         read_only=read_only, **options)
+                                         max_k=max_k, read_only=read_only, **options)
         for root in self.workspace.roots:
             searcher = self.workspace.searcher(str(root))[0]
             if not allow_refresh and not searcher.store.exists():
@@ -118,8 +118,7 @@ class Served:
             self.workspace.close()
 
     def _k(self, k: int) -> int:
-        if k > self.max_k:
-            raise ValueError(f"k must be at most {self.max_k} on this server, got {k}")
+        check_k(k, self.max_k)  # the MCP tools' rule, with the same words
         return k
 
     def _workspace(self, what: str) -> ServedWorkspace:
