@@ -353,3 +353,28 @@ def test_query_parameters_are_typed_by_the_endpoint_table() -> None:
                           ("q=x&q=y", "give q once"), ("q=x&top=3", "unknown parameter 'top'")]:
         with pytest.raises(ValueError, match=needle):
             parse(search, QueryParams(query))
+
+
+def test_hostile_file_names_are_exact_in_json_and_escaped_on_the_page(tmp_path: Path) -> None:
+    """A name with a byte that is not UTF-8 and one with a newline: the API keeps them exact (as the CLI's --json
+    does), the page shows them escaped and never forges a line."""
+    import os
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    os.makedirs(os.fsencode(repo), exist_ok=True)
+    with open(os.path.join(os.fsencode(repo), b"bad\xffname.py"), "w") as out:
+        out.write("def zebra_crossing():\n    return 'stripes'\n")
+    (repo / "e.py\nreal.py:99: FORGED").write_text("def zebra_stripes():\n    return 2\n")
+    process, base = start_server([str(repo), "--model", "none", "--allow-refresh"])
+    try:
+        status, answer = get(base, "/api/search", q="zebra", mode="bm25")
+        assert status == 200
+        paths = {h["path"].encode("utf-8", "surrogateescape") for h in answer["hits"]}
+        assert paths == {b"bad\xffname.py", b"e.py\nreal.py:99: FORGED"}
+        assert answer == cli_json("search", "zebra", str(repo), "--mode", "bm25", "--model", "none")
+        status, html = get(base, "/", q="zebra")
+        assert status == 200 and "bad\\xffname.py:1-2" in html and "e.py\\nreal.py:99: FORGED:1-2" in html
+        assert "e.py\nreal.py" not in html
+    finally:
+        stop_server(process)

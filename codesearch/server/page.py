@@ -20,6 +20,7 @@ from starlette.responses import HTMLResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from codesearch.display import printable
 from codesearch.exceptions import CodeSearchError
 from codesearch.server.api import KINDS, one_line, status_of
 from codesearch.server.served import Served
@@ -71,7 +72,7 @@ def highlighted(path: str, text: str, start: int, marked: list[int]) -> str:
 
 
 def _url(**params: Any) -> str:
-    return "/?" + urlencode([(k, v) for k, v in params.items() if v not in (None, "")])
+    return "/?" + urlencode([(k, v) for k, v in params.items() if v not in (None, "")], errors="surrogateescape")
 
 
 def render(served: Served, params: dict[str, str]) -> tuple[int, str]:
@@ -119,12 +120,15 @@ def _results(served: Served, answer: dict[str, Any], mode: str, q: str, scope: s
     for hit in answer["hits"]:
         repository = hit.get("repo") or hit.get("root")
         where = repository or repo
-        hits.append({
-            "location": hit["location"], "kind": hit.get("kind", ""), "score": hit.get("score"),
-            "defines": hit.get("defines"), "repository": Path(repository).name if hit.get("root") else repository,
+        code = "\n".join(printable(line, keep_tabs=True) for line in hit.get("text", "").split("\n"))
+        hits.append({  # names from disk as display shows them: control characters and stray bytes escaped
+            "location": printable(hit["location"]), "kind": hit.get("kind", ""), "score": hit.get("score"),
+            "defines": printable(hit["defines"]) if hit.get("defines") else None,
+            "repository": printable(Path(repository).name if hit.get("root") else repository or ""),
             "related": _url(q=f"{hit['path']}:{hit['start_line']}", mode="related", repo=where),
-            "symbols": [{"name": s, "href": _url(q=s, mode="definitions", repo=where)} for s in hit.get("symbols", [])],
-            "code": highlighted(hit["path"], hit.get("text", ""), hit["start_line"], list(hit.get("lines", []))),
+            "symbols": [{"name": printable(s), "href": _url(q=s, mode="definitions", repo=where)}
+                        for s in hit.get("symbols", [])],
+            "code": highlighted(hit["path"], code, hit["start_line"], list(hit.get("lines", []))),
         })
     tier = answer.get("tier")
     facets = [(label, _url(q=q, mode=mode, scope=scope, kind=value, repo=repo), value == kind)
