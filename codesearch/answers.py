@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from codesearch.display import clipped, exact_text
-from codesearch.types import Hit, SymbolHits
+from codesearch.types import Hit, SearchInfo, SymbolHits
 
 BYTES_PER_TOKEN = 3
 """The budget's rule: every 3 bytes of an answer's JSON text (UTF-8) count as one token, rounded up."""
@@ -104,6 +104,39 @@ def symbol_answer(found: SymbolHits, *, max_lines: int | None = None, compact: b
     data = found.as_dict()
     data["hits"] = hits_data(found.hits, max_lines=max_lines, compact=compact)
     return data
+
+
+def search_answer(query: str, searches: Sequence[tuple[str, SearchInfo | None]], hits: Sequence[Hit], *,
+                  compact: bool = False) -> dict[str, Any]:
+    """What ``codesearch search --json`` answers (and ``codesearch serve``'s ``/api/search``).
+
+    Args:
+        query: the query.
+        searches: each root searched, with how its search was answered (``last_search``).
+        hits: the hits, fused across the roots when there are several.
+        compact: the compact form of each hit.
+
+    Returns:
+        ``query``; ``tier`` (one root's tier, or a tier per root); ``refreshed`` (files re-indexed first, all roots);
+        ``refreshed_in_memory`` (changed files read into memory only, the stored index left as it was: another
+        process held its write lock, or it is read-only); ``note`` when there is no hit and a search said why (each root's note, named, when there are several);
+        ``hits``.
+    """
+    tiers = {root: info.tier if info else None for root, info in searches}
+    answer: dict[str, Any] = {"query": query, "tier": next(iter(tiers.values())) if len(tiers) == 1 else tiers,
+                              "refreshed": sum(info.refreshed for _, info in searches if info),
+                              "refreshed_in_memory": sum(info.refreshed_in_memory for _, info in searches if info)}
+    notes = [(root, info.note) for root, info in searches if info and info.note]
+    if not hits and notes:
+        answer["note"] = notes[0][1] if len(searches) == 1 else "; ".join(f"{root}: {text}" for root, text in notes)
+    answer["hits"] = hits_data(hits, compact=compact)
+    return answer
+
+
+def corpus_answer(query: str, repos: Sequence[str] | None, hits: Sequence[Hit], *,
+                  compact: bool = False) -> dict[str, Any]:
+    """What ``codesearch corpus search --json`` answers: ``query``, ``repos`` (``None``: every one) and ``hits``."""
+    return {"query": query, "repos": list(repos) if repos else None, "hits": hits_data(hits, compact=compact)}
 
 
 def check_max_tokens(max_tokens: int | None) -> None:
@@ -201,5 +234,5 @@ def _shorten(answer: dict[str, Any], hit: dict[str, Any], max_tokens: int, dumps
     return low > 0 or fits(shortest)
 
 
-__all__ = ["BYTES_PER_TOKEN", "LINE_CHARS", "MAX_LINE_CHARS", "Dumps", "check_max_tokens", "estimate_tokens", "fit_to_budget",
-           "hit_data", "hits_data", "pretty_json", "symbol_answer"]
+__all__ = ["BYTES_PER_TOKEN", "LINE_CHARS", "MAX_LINE_CHARS", "Dumps", "check_max_tokens", "corpus_answer",
+           "estimate_tokens", "fit_to_budget", "hit_data", "hits_data", "pretty_json", "search_answer", "symbol_answer"]

@@ -105,14 +105,12 @@ def _echo_hits(hits: Sequence[dict[str, Any]], preview_lines: int, with_root: bo
             click.echo(f"      {printable(line[:160], keep_tabs=True)}")
 
 
-def _echo_answer(answer: dict[str, Any], as_json: bool, max_tokens: int | None, human: Callable[[dict[str, Any]], None],
-                 note: str | None = None) -> None:
+def _echo_answer(answer: dict[str, Any], as_json: bool, max_tokens: int | None,
+                 human: Callable[[dict[str, Any]], None]) -> None:
     """Print an answer: as JSON, or by ``human``; within ``max_tokens`` either way (the JSON form is what is
-    counted). A note (why it is empty, or what to bear in mind) goes to stderr in text mode."""
+    counted). Its note (why it is empty, or what to bear in mind) goes to stderr in text mode."""
     from codesearch.answers import fit_to_budget
 
-    if note is not None:
-        answer = {**{k: v for k, v in answer.items() if k != "hits"}, "note": note, "hits": answer["hits"]}
     fitted = fit_to_budget(answer, max_tokens)
     if as_json:
         _echo_json(fitted)
@@ -319,7 +317,7 @@ def search(
         "exclude_kinds": exclude_kinds, "source_first": False if no_source_first else None,
         "refresh": False if no_refresh else None,
     }
-    from codesearch.answers import hits_data
+    from codesearch.answers import search_answer
 
     if len(paths) == 1:
         searcher = _searcher(paths[0], model, index_dir, int8, read_only=read_only, progress=not as_json)
@@ -334,19 +332,9 @@ def search(
         hits = multi.search(query, **options)
         infos = [(str(s.root), info) for s, info in zip(multi.searchers, multi.last_search)]
         unwritable = all(s.read_only for s in multi.searchers)
+    answer = search_answer(query, infos, hits, compact=compact)
     tiers = {root: info.tier if info else None for root, info in infos}
-    notes = [(root, info.note) for root, info in infos if info and info.note]
-    note = None
-    if not hits and notes:
-        note = notes[0][1] if len(infos) == 1 else "; ".join(f"{root}: {text}" for root, text in notes)
-    in_memory = sum(info.refreshed_in_memory for _, info in infos if info)
-    answer = {
-        "query": query,
-        "tier": next(iter(tiers.values())) if len(tiers) == 1 else tiers,
-        "refreshed": sum(info.refreshed for _, info in infos if info),
-        "refreshed_in_memory": in_memory,
-        "hits": hits_data(hits, compact=compact),
-    }
+    in_memory = answer["refreshed_in_memory"]
 
     def human(fitted: dict[str, Any]) -> None:
         if not fitted["hits"]:
@@ -361,7 +349,7 @@ def search(
             click.echo(f"(answered from the static tier; `codesearch index {printable(static_roots[0])}` adds the "
                        "transformer's)", err=True)
 
-    _echo_answer(answer, as_json, max_tokens, human, note)
+    _echo_answer(answer, as_json, max_tokens, human)
 
 
 @main.command()
@@ -501,6 +489,48 @@ def mcp(paths: tuple[str, ...], model: str, index_dir: str | None, int8: bool, r
           read_only=True if read_only else None, allow_any_repo=allow_any_repo)
 
 
+@main.command()
+@click.argument("paths", nargs=-1, type=click.Path(file_okay=False, dir_okay=True))
+@index_options
+@click.option("--corpus", "corpus_store", default=None, help="Serve this corpus instead of PATHS.")
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="The address to bind; any but a loopback one needs --token or --no-auth.")
+@click.option("--port", type=click.IntRange(0, 65535), default=8700, show_default=True, help="0: any free port.")
+@click.option("--token", envvar="CODESEARCH_TOKEN", default=None,
+              help="A bearer token every request must carry (or $CODESEARCH_TOKEN).")
+@click.option("--no-auth", is_flag=True, help="Serve a non-loopback address with no token.")
+@click.option("--allow-refresh", is_flag=True,
+              help="Write the indexes: build a missing one, commit changed files, build the transformer tier in the "
+                   "background, accept MCP reindex. Without it every index is read-only and must exist.")
+@click.option("--cors-origin", "cors_origins", multiple=True,
+              help="An origin whose pages may call the API and MCP (CORS is off without it); repeatable.")
+@click.option("--max-k", type=click.IntRange(min=1), default=100, show_default=True,
+              help="The most hits one request may ask for.")
+@reports_errors
+def serve(paths: tuple[str, ...], model: str, index_dir: str | None, int8: bool, corpus_store: str | None, host: str,
+          port: int, token: str | None, no_auth: bool, allow_refresh: bool, cors_origins: tuple[str, ...],
+          max_k: int) -> None:
+    """Serve PATHS (default: here) or a corpus over HTTP: a JSON API, MCP and a search page.
+
+    /api/search, /api/definitions, /api/references, /api/related and /api/status answer what the matching
+    commands print with --json (/api/openapi.json describes them); MCP clients connect to /mcp (streamable
+    HTTP, the same tools as `codesearch mcp`); people open / in a browser. Only the repositories (or the corpus)
+    named here are served.
+    """
+    from codesearch.server import Served, run
+    from codesearch.server.security import check_bind
+
+    check_bind(host, token, no_auth)  # before any index is opened
+    if corpus_store is not None:
+        if paths:
+            _fail("give either PATHS or --corpus STORE, not both")
+        served = Served(corpus=corpus_store, model=_model(model) or "minilm", int8=int8, max_k=max_k)
+    else:
+        served = Served(list(paths) or ["."], model=_model(model), int8=int8, index_dir=index_dir,
+                        allow_refresh=allow_refresh, max_k=max_k)
+    run(served, host=host, port=port, token=token, no_auth=no_auth, cors_origins=cors_origins)
+
+
 @main.group()
 def corpus() -> None:
     """Many repositories in one store (Ray Data builds it, Lance holds it), searched with the same ranking.
@@ -597,13 +627,13 @@ def corpus_search(query: str, store: str, repos: tuple[str, ...], model: str, k:
                   include: tuple[str, ...], exclude: tuple[str, ...], kinds: tuple[str, ...], preview_lines: int,
                   max_tokens: int | None, compact: bool, as_json: bool) -> None:
     """Search STORE for QUERY, across every repository or those named by --repo; each hit names its repository."""
-    from codesearch.answers import hits_data
+    from codesearch.answers import corpus_answer
 
     if not query.strip():
         _fail("the query is empty; give words, a question or an identifier")
     hits = _corpus(store, model).search(query, k=k, repos=list(repos) or None, mode=mode,  # type: ignore[arg-type]
                                         scope=scope, include=include, exclude=exclude, kinds=set(kinds) or None)
-    answer = {"query": query, "repos": list(repos) or None, "hits": hits_data(hits, compact=compact)}
+    answer = corpus_answer(query, repos, hits, compact=compact)
 
     def human(fitted: dict[str, Any]) -> None:
         if not fitted["hits"]:
@@ -669,6 +699,77 @@ def agent_setup(paths: tuple[str, ...], client: str, index_dir: str | None, read
     if client == "all":
         click.echo(click.style("# A guide for AGENTS.md or CLAUDE.md", bold=True))
         click.echo(AGENT_GUIDE)
+
+
+def _client_names() -> list[str]:
+    from codesearch.install import CLIENTS
+
+    return list(CLIENTS)
+
+
+install_client = click.argument("client", type=click.Choice(_client_names()))
+install_options = [
+    click.argument("paths", nargs=-1, type=click.Path(file_okay=False, dir_okay=True)),
+    click.option("--scope", type=click.Choice(["project", "user"]), default=None,
+                 help="The project's file (under the first PATH) or the user's; default the project's where the "
+                      "client has one."),
+    click.option("--name", default="codesearch", show_default=True, help="The server's name in the file."),
+    click.option("--dry-run", is_flag=True, help="Print the change as a diff and write nothing."),
+    json_option,
+]
+
+
+def _install_options(command: F) -> F:
+    for option in reversed(install_options):
+        command = option(command)
+    return command
+
+
+def _install(client: str, paths: tuple[str, ...], scope: str | None, name: str, dry_run: bool, as_json: bool,
+             **options: Any) -> None:
+    from codesearch.install import apply, plan
+
+    change = plan(client, paths or (".",), scope=scope, name=name, **options)  # type: ignore[arg-type]
+    backup = None if dry_run else apply(change)
+    if as_json:
+        _echo_json({**change.as_dict(), "dry_run": dry_run, "backup": str(backup) if backup else None,
+                    **({"diff": change.diff()} if dry_run else {})})
+        return
+    if dry_run:
+        click.echo(change.diff() or f"{change.file}: nothing to change", nl=not change.changed)
+        return
+    verb = "removed from" if options.get("remove") else "registered in"
+    click.echo(f"{name} {verb} {change.file}" + (f" (backup: {backup})" if backup else "") if change.changed
+               else f"{change.file} already {'lacks' if options.get('remove') else 'has'} {name}; nothing changed")
+
+
+@main.command()
+@install_client
+@_install_options
+@click.option("--index-dir", type=click.Path(file_okay=False), default=None,
+              help="A shared index the server should read (e.g. one built in CI).")
+@click.option("--read-only", is_flag=True, help="Register the server read-only (for a shared index).")
+@click.option("--allow-any-repo", is_flag=True,
+              help="Register a server whose tools may name any folder, not only PATHS and the folders under them.")
+@reports_errors
+def install(client: str, paths: tuple[str, ...], scope: str | None, name: str, dry_run: bool, as_json: bool,
+            index_dir: str | None, read_only: bool, allow_any_repo: bool) -> None:
+    """Register the MCP server for PATHS (default: here) in CLIENT's own configuration file.
+
+    Merges into the file (other servers, settings and comments are kept), backs it up first
+    (FILE.codesearch-backup), and changes nothing when the registration is already there.
+    """
+    _install(client, paths, scope, name, dry_run, as_json, index_dir=index_dir, read_only=read_only,
+             allow_any_repo=allow_any_repo)
+
+
+@main.command()
+@install_client
+@_install_options
+@reports_errors
+def uninstall(client: str, paths: tuple[str, ...], scope: str | None, name: str, dry_run: bool, as_json: bool) -> None:
+    """Remove the MCP server's registration from CLIENT's configuration file (the rest of the file is kept)."""
+    _install(client, paths, scope, name, dry_run, as_json, remove=True)
 
 
 @main.command()

@@ -90,6 +90,10 @@ class TrainingDataError(CodeSearchError, ValueError):
     """A training sources list is invalid, overlaps the benchmark, or names a repository with no tree here."""
 
 
+class ConfigFileError(CodeSearchError, ValueError):
+    """An agent's configuration file cannot be read or parsed (``codesearch install``); it was left as it was."""
+
+
 __all__ = [
     "CodeSearchError",
     "RootNotFoundError",
@@ -111,4 +115,5 @@ __all__ = [
     "RepositoryNotInCorpusError",
     "ClusterUnavailableError",
     "TrainingDataError",
+    "ConfigFileError",
 ]

@@ -104,17 +104,19 @@ class Workspace:
             repository's first answer (``CodeSearch(background_upgrade=True)``;
             off in tests that want a fixed tier).
         allow_any_repo: let a ``repo`` name any folder (indexed on first use).
+        max_k: the most hits one call may ask for (``codesearch serve --max-k``); ``None``: no bound.
         **options: passed to every :class:`CodeSearch` (``model``, ``int8``, ...);
             ``watch`` is on unless set to ``False``.
     """
 
     def __init__(self, roots: list[str], *, background: bool = True, allow_any_repo: bool = False,
-                 **options: Any) -> None:
+                 max_k: int | None = None, **options: Any) -> None:
         if not roots:
             roots = ["."]
         self.roots = tuple(Path(root).expanduser().resolve() for root in roots)
         self.default = self.roots[0]
         self.allow_any_repo = allow_any_repo
+        self.max_k = max_k
         self.options = {"watch": True, **options, "background_upgrade": background}
         self._searchers: dict[Path, CodeSearch] = {}
         self._locks: dict[Path, threading.Lock] = {}
@@ -185,8 +187,17 @@ def sdk_text(data: Any) -> str:
     return pydantic_core.to_json(wire_safe(data), fallback=str, indent=2).decode()
 
 
-def _checked(max_lines: int, max_tokens: int | None) -> None:
-    """Raise :class:`ToolInputError` for a negative ``max_lines``, ``ValueError`` for a budget below 1."""
+def check_k(k: int, max_k: int | None) -> None:
+    """Raise :class:`ToolInputError` for a ``k`` above a server's bound (``None``: no bound; ``k`` below 1 is the
+    library's to refuse)."""
+    if max_k is not None and k > max_k:
+        raise ToolInputError(f"k must be at most {max_k} on this server, got {k}")
+
+
+def _checked(ws: Workspace | CorpusWorkspace, k: int, max_lines: int, max_tokens: int | None) -> None:
+    """Raise :class:`ToolInputError` for a ``k`` above the server's bound or a negative ``max_lines``,
+    ``ValueError`` for a budget below 1."""
+    check_k(k, ws.max_k)
     if max_lines < 0:
         raise ToolInputError(f"max_lines must be 0 or more, got {max_lines}")
     check_max_tokens(max_tokens)
@@ -201,7 +212,7 @@ def tool_search(ws: Workspace, query: str, repo: str | None = None, k: int = 10,
                 kinds: list[str] | None = None, max_lines: int = 40, max_tokens: int | None = None,
                 compact: bool = False) -> dict[str, Any]:
     """The ``search`` tool (mode, k and the query are checked by :meth:`CodeSearch.search` itself)."""
-    _checked(max_lines, max_tokens)
+    _checked(ws, k, max_lines, max_tokens)
     cs, lock = ws.searcher(repo)
     with lock:
         hits = cs.search(query, k=k, mode=mode, scope=scope, include=as_strings(include),  # type: ignore[arg-type]
@@ -218,7 +229,7 @@ def tool_search(ws: Workspace, query: str, repo: str | None = None, k: int = 10,
 def tool_find_related(ws: Workspace, location: str, repo: str | None = None, k: int = 10, max_lines: int = 40,
                       max_tokens: int | None = None, compact: bool = False) -> dict[str, Any]:
     """The ``find_related`` tool (k, and a path outside the repository, are checked by :meth:`CodeSearch.related`)."""
-    _checked(max_lines, max_tokens)
+    _checked(ws, k, max_lines, max_tokens)
     path, line = parse_location(location)
     cs, lock = ws.searcher(repo)
     with lock:
@@ -230,19 +241,19 @@ def tool_find_related(ws: Workspace, location: str, repo: str | None = None, k: 
 def tool_find_definition(ws: Workspace, name: str, repo: str | None = None, k: int = 10, max_lines: int = 40,
                          max_tokens: int | None = None, compact: bool = False) -> dict[str, Any]:
     """The ``find_definition`` tool (the name and k are checked by :meth:`CodeSearch.definitions`)."""
-    return _symbol_tool(ws, lambda cs: cs.definitions(name, k=k), repo, max_lines, max_tokens, compact)
+    return _symbol_tool(ws, lambda cs: cs.definitions(name, k=k), repo, k, max_lines, max_tokens, compact)
 
 
 def tool_find_references(ws: Workspace, name: str, repo: str | None = None, k: int = 20, max_lines: int = 40,
                          max_tokens: int | None = None, compact: bool = False) -> dict[str, Any]:
     """The ``find_references`` tool (the name and k are checked by :meth:`CodeSearch.references`)."""
-    return _symbol_tool(ws, lambda cs: cs.references(name, k=k), repo, max_lines, max_tokens, compact)
+    return _symbol_tool(ws, lambda cs: cs.references(name, k=k), repo, k, max_lines, max_tokens, compact)
 
 
-def _symbol_tool(ws: Workspace, find: Callable[[CodeSearch], SymbolHits], repo: str | None, max_lines: int,
+def _symbol_tool(ws: Workspace, find: Callable[[CodeSearch], SymbolHits], repo: str | None, k: int, max_lines: int,
                  max_tokens: int | None, compact: bool) -> dict[str, Any]:
     """A symbol tool's answer: ``find`` run on the repository's searcher under its lock, fitted to the budget."""
-    _checked(max_lines, max_tokens)
+    _checked(ws, k, max_lines, max_tokens)
     cs, lock = ws.searcher(repo)
     with lock:
         found = find(cs)
@@ -432,8 +443,9 @@ def build_server(ws: Workspace) -> Any:
 class CorpusWorkspace:
     """The corpus one server answers for (one :class:`~codesearch.corpus.Corpus`; searches take turns)."""
 
-    def __init__(self, corpus: Any) -> None:
+    def __init__(self, corpus: Any, *, max_k: int | None = None) -> None:
         self.corpus = corpus
+        self.max_k = max_k
         self.lock = threading.Lock()
         corpus.status()  # a store that is not a corpus fails at start, not at first use
 
@@ -443,7 +455,7 @@ def tool_corpus_search(ws: CorpusWorkspace, query: str, repo: str | None = None,
                        kinds: list[str] | None = None, max_lines: int = 40, max_tokens: int | None = None,
                        compact: bool = False) -> dict[str, Any]:
     """The ``search`` tool over a corpus: ``repo`` is one of its repositories (default: all of them)."""
-    _checked(max_lines, max_tokens)
+    _checked(ws, k, max_lines, max_tokens)
     with ws.lock:
         hits = ws.corpus.search(query, k=k, repos=[repo] if repo else None, mode=mode, scope=scope,
                                 include=as_strings(include), exclude=as_strings(exclude), kinds=as_strings(kinds) or None)
@@ -591,6 +603,6 @@ def serve(roots: list[str], **options: Any) -> None:
 
 
 __all__ = ["ERROR_CHARS", "INSTRUCTIONS", "CorpusWorkspace", "Flag", "Int", "ToolInputError", "Workspace",
-           "argument_error", "build_corpus_server", "build_server", "one_line", "readable_request", "sdk_text", "serve",
-           "serve_corpus", "tool_corpus_search", "tool_corpus_status", "tool_find_definition", "tool_find_references",
+           "argument_error", "build_corpus_server", "build_server", "check_k", "one_line", "readable_request", "sdk_text",
+           "serve", "serve_corpus", "tool_corpus_search", "tool_corpus_status", "tool_find_definition", "tool_find_references",
            "tool_find_related", "tool_index_status", "tool_reindex", "tool_search", "wire_safe"]

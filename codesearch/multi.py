@@ -43,6 +43,20 @@ class MultiSearch:
         self.searchers = [CodeSearch(root, **options) for root in unique]
         self.last_search: list[SearchInfo | None] = []
 
+    @classmethod
+    def of(cls, searchers: Sequence[CodeSearch]) -> MultiSearch:
+        """Searchers already open, searched together (a server keeps one searcher per root for every face).
+
+        Raises:
+            ValueError: no searcher.
+        """
+        if not searchers:
+            raise ValueError("MultiSearch needs at least one root")
+        multi = cls.__new__(cls)
+        multi.searchers = list(searchers)
+        multi.last_search = []
+        return multi
+
     @property
     def roots(self) -> list[Path]:
         return [s.root for s in self.searchers]

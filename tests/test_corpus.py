@@ -1114,3 +1114,38 @@ def test_a_vector_list_keeps_negative_products_and_a_keyword_list_drops_what_its
     assert [(row["chunk_id"], score) for row, score in keyword] == [(0, 3.0), (1, 1.0)]
     assert [row["chunk_id"] for row, _ in CorpusSource._cut(None, [(0, 3.0), (1, 1.0)], rows, None, 1,  # type: ignore[arg-type]
                                                             Ranking())] == [0]
+
+
+def test_serve_and_the_retrievers_answer_for_a_corpus(built: tuple[Corpus, dict[str, Path]]) -> None:
+    """`codesearch serve --corpus`: /api/search and /api/status answer what `corpus search|status --json` print,
+    the rest is refused in one line; the LangChain retriever over a Corpus names each hit's repository."""
+    pytest.importorskip("jinja2")
+    from starlette.testclient import TestClient
+
+    from codesearch.answers import corpus_answer
+    from codesearch.server import Served, create_app
+
+    c, _ = built
+    served = Served(corpus=str(c.store.uri), **models())
+    with TestClient(create_app(served), base_url="http://127.0.0.1") as client:
+        answer = client.get("/api/search", params={"q": "super_len", "mode": "bm25", "k": 3}).json()
+        assert answer == corpus_answer("super_len", None, c.search("super_len", k=3, mode="bm25"))
+        assert answer["hits"][0]["repo"] == "pyreq"
+        scoped = client.get("/api/search", params={"q": "router", "mode": "bm25", "repo": "gochi"}).json()
+        assert scoped["repos"] == ["gochi"] and {h["repo"] for h in scoped["hits"]} == {"gochi"}
+        assert client.get("/api/status").json() == json.loads(json.dumps(c.status()))
+        assert client.get("/api/status", params={"repo": "gochi"}).json()["repo"] == "gochi"
+        for path, params, status, needle in [("/api/definitions", {"name": "super_len"}, 404, "not available"),
+                                             ("/api/search", {"q": "x", "repo": "nope"}, 404, "not in the corpus")]:
+            response = client.get(path, params=params)
+            assert response.status_code == status and needle in response.json()["error"], response.text
+        page = client.get("/", params={"q": "super_len"})
+        assert page.status_code == 200 and "pyreq" in page.text and "src/requests/utils.py" in page.text
+    pytest.importorskip("langchain_core")
+    from codesearch.integrations.langchain import CodeSearchRetriever
+
+    documents = CodeSearchRetriever(searcher=c, repos=["pyreq"], mode="bm25", k=3).invoke("super_len")
+    hits = c.search("super_len", k=3, mode="bm25", repos=["pyreq"])
+    assert [(d.metadata["location"], d.metadata["repository"]) for d in documents] == [(h.location, "pyreq")
+                                                                                       for h in hits]
+    assert documents[0].id == f"pyreq:{hits[0].location}"

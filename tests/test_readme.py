@@ -57,6 +57,29 @@ def test_python_example_runs(tmp_path: Path, monkeypatch) -> None:  # type: igno
     assert hits and hits[0].path == "src/sessions.py"  # type: ignore[index,attr-defined]
 
 
+def test_retriever_example_runs(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The README's retriever example, run as written (both frameworks, the real default model, offline)."""
+    import pytest
+
+    for package in ("onnxruntime", "langchain_core", "llama_index.core"):
+        pytest.importorskip(package)
+    block = next(b for b in re.findall(r"```python\n(.*?)```", README, flags=re.S) if "CodeSearchRetriever" in b)
+    repo = tmp_path / "repo"
+    (repo / "src").mkdir(parents=True)
+    (repo / "src" / "sessions.py").write_text(
+        "def rebuild_method(prepared_request, response):\n"
+        '    """When being redirected we may want to change the method of the request."""\n'
+        "    if response.status_code == 303:\n"
+        '        prepared_request.method = "GET"\n'
+    )
+    monkeypatch.setenv("CODESEARCH_CACHE_DIR", os.environ.get("CODESEARCH_CACHE_DIR", str(tmp_path / "cache")))
+    namespace: dict[str, object] = {}
+    exec(compile(block.replace("path/to/repo", str(repo)), "README.md", "exec"), namespace)
+    docs, nodes = namespace["docs"], namespace["nodes"]
+    assert [d.metadata["path"] for d in docs] == ["src/sessions.py"]  # type: ignore[attr-defined]
+    assert [n.node.metadata["location"] for n in nodes] == ["src/sessions.py:1-4"]  # type: ignore[attr-defined]
+
+
 def test_ci_fails_at_once_without_the_requests_corpus(tmp_path: Path) -> None:
     """.ci/run needs ../shared/corpora/requests-2.32.3.tar.gz: without it, it stops before installing anything."""
     import shutil
