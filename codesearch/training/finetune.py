@@ -20,6 +20,7 @@ script (``python finetune.py --pairs ... --base ... --out ...``) on a GPU machin
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import gzip
 import hashlib
@@ -61,7 +62,9 @@ class Recipe:
         negative_pool: the hard negative is drawn from this many best-scoring codes left after the margin.
         distill_weight: weight of the distillation term (0: none).
         freeze_embeddings: keep the word-embedding matrix as the base model has it.
-        freeze_layers: keep the lowest ``freeze_layers`` transformer layers as they are.
+        freeze_layers: keep the lowest ``freeze_layers`` transformer layers as they are. With the word embeddings
+            frozen too, their output for each training text is computed once (:class:`FrozenPrefix`) and a step runs
+            only the layers above: on a CPU, 4 of MiniLM's 6 layers frozen make a step about three times cheaper.
         kinds: which pair kinds to train on (``function``, ``class``, ``module``).
         max_pairs: use at most this many training pairs (a seeded sample), or all.
         seed: the seed of the pair order, the sample, the negatives and torch.
@@ -107,7 +110,8 @@ class Recipe:
         unknown = sorted(set(data) - names)
         if unknown:
             raise ValueError(f"unknown recipe keys: {', '.join(unknown)} (known: {', '.join(sorted(names))})")
-        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
+        values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
+        return cls(**values)
 
     def to_dict(self) -> dict[str, Any]:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
@@ -198,6 +202,95 @@ def _freeze(model: Any, recipe: Recipe) -> None:
         for layer in range(recipe.freeze_layers):
             frozen = frozen or f"encoder.layer.{layer}." in name
         param.requires_grad_(not frozen)
+
+
+# -- a frozen prefix, computed once -------------------------------------------------------------------------------
+
+
+class FrozenPrefix:
+    """The output of the frozen embeddings and lowest layers for every training text, computed once.
+
+    A step then runs only the layers above it, the pooling and the normalisation, on these stored states (float16,
+    one ``(tokens, width)`` array a text). The states come from the model in eval mode, so the frozen layers apply no
+    dropout, the one difference from running the whole model each step.
+
+    Args:
+        model: the sentence-transformers model (a BERT-like encoder, then pooling and normalisation modules).
+        texts: every text a step may embed.
+        layers: how many of the lowest layers are frozen.
+        progress: a progress bar's description, or ``None`` for none.
+    """
+
+    def __init__(self, model: Any, texts: Sequence[str], layers: int, progress: str | None = None) -> None:
+        import torch
+        from tqdm import tqdm
+
+        self.model = model
+        self.encoder = model[0].auto_model
+        self.layers = layers
+        unique = list(dict.fromkeys(texts))
+        self.row = {text: i for i, text in enumerate(unique)}
+        self.states: list[Any] = [None] * len(unique)
+        order = sorted(range(len(unique)), key=lambda i: len(unique[i]))
+        was_training = model.training
+        model.eval()
+        with torch.no_grad():
+            for start in tqdm(range(0, len(order), 128), desc=progress, unit="batch", disable=progress is None,
+                              leave=False):
+                rows = order[start : start + 128]
+                features = _features(model, [unique[i] for i in rows])
+                hidden = self._prefix(features)
+                lengths = features["attention_mask"].sum(dim=1).tolist()
+                for k, i in enumerate(rows):
+                    self.states[i] = hidden[k, : int(lengths[k])].to(torch.float16).cpu()
+        model.train(was_training)
+
+    def _prefix(self, features: dict[str, Any]) -> Any:
+        hidden = self.encoder.embeddings(input_ids=features["input_ids"], token_type_ids=features.get("token_type_ids"))
+        mask = self.encoder.get_extended_attention_mask(features["attention_mask"], features["input_ids"].shape)
+        for layer in self.encoder.encoder.layer[: self.layers]:
+            hidden = _layer_output(layer(hidden, attention_mask=mask))
+        return hidden
+
+    def encode(self, texts: Sequence[str], batch_size: int = 128, progress: str | None = None) -> np.ndarray:
+        """Unit vectors of ``texts`` as the model gives them now, in eval mode without gradients (float32 rows)."""
+        import torch
+        from tqdm import tqdm
+
+        was_training = self.model.training
+        self.model.eval()
+        out = []
+        with torch.no_grad():
+            for start in tqdm(range(0, len(texts), batch_size), desc=progress, unit="batch", disable=progress is None,
+                              leave=False):
+                out.append(self.embed(texts[start : start + batch_size]).float().cpu().numpy())
+        self.model.train(was_training)
+        return np.concatenate(out) if out else np.zeros((0, self.model.get_sentence_embedding_dimension()), np.float32)
+
+    def embed(self, texts: Sequence[str]) -> Any:
+        """Sentence vectors of ``texts`` (each one given to the constructor), with gradients through the top layers."""
+        import torch
+
+        states = [self.states[self.row[t]] for t in texts]
+        width = max(len(s) for s in states)
+        device = self.model.device
+        hidden = torch.zeros((len(states), width, states[0].shape[1]), dtype=torch.float32, device=device)
+        attention = torch.zeros((len(states), width), dtype=torch.long, device=device)
+        for k, s in enumerate(states):
+            hidden[k, : len(s)] = s.to(device=device, dtype=torch.float32)
+            attention[k, : len(s)] = 1
+        mask = self.encoder.get_extended_attention_mask(attention, attention.shape)
+        for layer in self.encoder.encoder.layer[self.layers :]:
+            hidden = _layer_output(layer(hidden, attention_mask=mask))
+        features = {"token_embeddings": hidden, "attention_mask": attention}
+        for module in list(self.model)[1:]:  # pooling, normalisation
+            features = module(features)
+        return features["sentence_embedding"]
+
+
+def _layer_output(out: Any) -> Any:
+    """A transformer layer's hidden states (a tuple's first item in older transformers, the tensor itself in newer)."""
+    return out[0] if isinstance(out, tuple) else out
 
 
 # -- hard negatives ----------------------------------------------------------------------------------------------
@@ -294,7 +387,7 @@ def _in_batch_loss(model: Any, recipe: Recipe) -> Any:
     try:
         from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
     except ImportError:  # sentence-transformers before 5.7
-        from sentence_transformers.losses import MultipleNegativesRankingLoss
+        from sentence_transformers.losses import MultipleNegativesRankingLoss  # type: ignore[import-not-found,no-redef]
     return MultipleNegativesRankingLoss(model, scale=recipe.scale)
 
 
@@ -309,6 +402,7 @@ def train(
     checkpoint_every: int = 200,
     progress: bool = True,
     base_cache: str | os.PathLike[str] | None = None,
+    validation_max: int = 2000,
 ) -> TrainReport:
     """Fine-tune the sentence-transformers model in ``base`` on the pairs in ``pairs_path``; save it in ``out``.
 
@@ -323,6 +417,7 @@ def train(
         progress: show progress bars (pairs per second, time left).
         base_cache: a folder where the base model's vectors of the pairs are kept between runs (default: ``out``;
             several recipes over the same pairs share them).
+        validation_max: validate on at most this many validation pairs (a seeded sample).
 
     Returns:
         The :class:`TrainReport`.
@@ -350,10 +445,19 @@ def train(
         raise ValueError(f"{len(pairs)} pairs make no batch of {recipe.batch_size}: lower batch_size or add pairs")
     digest = data_digest(pairs)
     validation = read_pairs(validation_path) if validation_path else []
+    if len(validation) > validation_max:
+        validation = [validation[i] for i in sorted(random.Random(recipe.seed).sample(range(len(validation)),
+                                                                                     validation_max))]
 
     model = SentenceTransformer(str(base), device=device)
     model.max_seq_length = recipe.max_seq_length
     started = time.perf_counter()
+
+    prefix = None
+    if recipe.freeze_embeddings and recipe.freeze_layers:
+        texts = [p.query for p in pairs] + [p.code for p in pairs]
+        prefix = FrozenPrefix(model, texts, recipe.freeze_layers,
+                              progress=f"frozen layers 1-{recipe.freeze_layers}" if progress else None)
 
     # The base model's view of the data: hard negatives, distillation targets, validation before training.
     need_base = recipe.hard_negatives or recipe.distill_weight > 0
@@ -362,8 +466,9 @@ def train(
         stored = np.load(cache)
         base_queries, base_codes = stored["queries"], stored["codes"]
     elif need_base:
-        base_queries = encode(model, [p.query for p in pairs], progress="base model: queries" if progress else None)
-        base_codes = encode(model, [p.code for p in pairs], progress="base model: codes" if progress else None)
+        embed = prefix.encode if prefix is not None else lambda texts, progress: encode(model, texts, progress=progress)
+        base_queries = embed([p.query for p in pairs], progress="base model: queries" if progress else None)
+        base_codes = embed([p.code for p in pairs], progress="base model: codes" if progress else None)
         np.savez(cache, queries=base_queries, codes=base_codes, digest=np.asarray(digest))
     negatives = hard_negatives(pairs, base_queries, base_codes, recipe) if recipe.hard_negatives else [-1] * len(pairs)
     before: dict[str, float] = {}
@@ -404,13 +509,15 @@ def train(
         batch = batches[step]
         queries = [pairs[i].query for i in batch]
         codes = [pairs[i].code for i in batch]
+        columns = [queries, codes]
+        if recipe.hard_negatives:
+            columns.append([pairs[negatives[i]].code if negatives[i] >= 0 else pairs[batch[(k + 1) % len(batch)]].code
+                            for k, i in enumerate(batch)])
         with _autocast(model):
-            features = [_features(model, queries), _features(model, codes)]
-            if recipe.hard_negatives:
-                negs = [pairs[negatives[i]].code if negatives[i] >= 0 else pairs[batch[(k + 1) % len(batch)]].code
-                        for k, i in enumerate(batch)]
-                features.append(_features(model, negs))
-            embeddings = [model(f)["sentence_embedding"] for f in features]
+            if prefix is not None:
+                embeddings = [prefix.embed(column) for column in columns]
+            else:
+                embeddings = [model(_features(model, column))["sentence_embedding"] for column in columns]
             loss = mnrl.compute_loss_from_embeddings(embeddings, None)
             if recipe.distill_weight > 0:
                 target = torch.as_tensor(base_codes[batch], device=model.device)
@@ -481,10 +588,8 @@ def _versions() -> dict[str, str]:
 
     found = {}
     for name in ("torch", "sentence-transformers", "transformers", "tokenizers"):
-        try:
+        with contextlib.suppress(metadata.PackageNotFoundError):
             found[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            pass
     return found
 
 
@@ -526,7 +631,7 @@ def pack_delta(base: str | os.PathLike[str], trained: str | os.PathLike[str], ou
         else:
             arrays[f"q::{name}"] = q
         arrays[f"s::{name}"] = scale.astype(np.float32)
-    np.savez_compressed(out_file, **arrays)
+    np.savez_compressed(out_file, **arrays)  # type: ignore[arg-type]
     return {"tensors": sum(1 for k in arrays if k.startswith(("q::", "full::"))), "bytes": Path(out_file).stat().st_size}
 
 
@@ -576,13 +681,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--device", help="cuda or cpu (default: cuda when available)")
     parser.add_argument("--checkpoint-every", type=int, default=200)
     parser.add_argument("--base-cache", help="folder keeping the base model's vectors of the pairs between runs")
+    parser.add_argument("--validation-max", type=int, default=2000, help="validation pairs to report on (a sample)")
     args = parser.parse_args(argv)
     recipe = Recipe()
     if args.recipe:
         text = Path(args.recipe).read_text("utf-8") if Path(args.recipe).is_file() else args.recipe
         recipe = Recipe.from_dict(json.loads(text))
     report = train(args.pairs, args.base, args.out, recipe, validation_path=args.validation, device=args.device,
-                   checkpoint_every=args.checkpoint_every, base_cache=args.base_cache)
+                   checkpoint_every=args.checkpoint_every, base_cache=args.base_cache,
+                   validation_max=args.validation_max)
     print(json.dumps({"out": str(report.out), "pairs": report.pairs, "steps": report.steps,
                       "seconds": round(report.seconds, 1), "pairs_per_second": round(report.pairs_per_second, 2),
                       "validation_before": report.validation_before, "validation_after": report.validation_after}))
