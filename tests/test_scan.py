@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import builtins
 import codecs
+import importlib
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -166,7 +167,7 @@ def test_unreadable_and_vanished_files_are_reported(tmp_path: Path, monkeypatch:
     _write(tmp_path, "ok.py", "x = 1\n")
     _write(tmp_path, "locked.py", "x = 2\n")
     _write(tmp_path, "gone.py", "x = 3\n")
-    real_open = builtins.open
+    real_open = os.open
 
     def fake_open(file, *args, **kwargs):  # type: ignore[no-untyped-def]
         name = os.fspath(file)
@@ -176,7 +177,7 @@ def test_unreadable_and_vanished_files_are_reported(tmp_path: Path, monkeypatch:
             os.unlink(name)  # vanishes between listing and reading
         return real_open(file, *args, **kwargs)
 
-    monkeypatch.setattr(builtins, "open", fake_open)
+    monkeypatch.setattr(os, "open", fake_open)
     result = scan(tmp_path)
     assert _paths(result) == ["ok.py"]
     assert result.skipped[SkipReason.UNREADABLE] == 2
@@ -207,3 +208,104 @@ def test_exclude_dirs_prunes_an_index_inside_the_root(tree: Path) -> None:
     result = scan(tree, exclude_dirs=[index])
     assert "src/util/helpers.py" not in _paths(result)
     assert ("src/util", SkipReason.SKIPPED_DIR) in result.skipped_paths
+
+
+# --- names that are not UTF-8, special files, files swapped between listing and reading ---------------
+
+_scan_module = importlib.import_module("codesearch.files.scan")
+
+
+def _swap_after_listing(monkeypatch: pytest.MonkeyPatch, module: object, swap: Callable[[], None]) -> None:
+    """Make ``module.list_files`` run ``swap`` right after it lists: the file changes between listing and reading."""
+    real = module.list_files  # type: ignore[attr-defined]
+
+    def listed_then_swapped(*args: object, **kwargs: object) -> object:
+        listing = real(*args, **kwargs)
+        swap()
+        return listing
+
+    monkeypatch.setattr(module, "list_files", listed_then_swapped)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_a_fifo_in_the_tree_is_a_special_file(tmp_path: Path) -> None:
+    _write(tmp_path, "a.py", "x = 1\n")
+    os.mkfifo(tmp_path / "pipe.py")
+    result = scan(tmp_path)
+    assert _paths(result) == ["a.py"]
+    assert dict(result.skipped_paths)["pipe.py"] == SkipReason.SPECIAL
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_a_fifo_named_like_an_ignore_file_is_read_as_empty_without_blocking(tmp_path: Path) -> None:
+    _write(tmp_path, "a.py", "x = 1\n")
+    _write(tmp_path, "sub/b.py", "y = 2\n")
+    os.mkfifo(tmp_path / ".gitignore")
+    os.mkfifo(tmp_path / "sub" / ".codesearchignore")
+    result = scan(tmp_path)  # used to block for ever, opening the FIFO with no writer
+    assert _paths(result) == ["a.py", "sub/b.py"]
+    assert result.skipped[SkipReason.SPECIAL] == 2
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_a_file_swapped_for_a_fifo_after_listing_is_skipped_without_blocking(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _write(tmp_path, "a.py", "x = 1\n")
+    _write(tmp_path, "b.py", "y = 2\n")
+
+    def swap() -> None:
+        os.unlink(tmp_path / "b.py")
+        os.mkfifo(tmp_path / "b.py")
+
+    _swap_after_listing(monkeypatch, _scan_module, swap)
+    result = scan(tmp_path)  # used to block for ever
+    assert _paths(result) == ["a.py"]
+    assert dict(result.skipped_paths)["b.py"] == SkipReason.SPECIAL
+
+
+def test_a_file_swapped_for_a_link_out_of_the_tree_after_listing_is_not_read(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = tmp_path / "root"
+    _write(root, "a.py", "x = 1\n")
+    _write(root, "b.py", "y = 2\n")
+    _write(tmp_path, "outside/secret.py", "SECRET = 1\n")
+
+    def swap() -> None:
+        os.unlink(root / "b.py")
+        os.symlink(tmp_path / "outside" / "secret.py", root / "b.py")
+
+    _swap_after_listing(monkeypatch, _scan_module, swap)
+    result = scan(root)
+    assert _paths(result) == ["a.py"]
+    assert all("SECRET" not in f.text for f in result.files)
+    assert dict(result.skipped_paths)["b.py"] == SkipReason.SYMLINK
+
+
+def test_a_followed_link_is_read_through_its_target_inside_the_root(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = tmp_path / "root"
+    _write(root, "real/mod.py", "x = 1\n")
+    os.symlink(root / "real" / "mod.py", root / "alias.py")
+    _write(tmp_path, "outside/secret.py", "SECRET = 1\n")
+    assert _paths(scan(root, follow_symlinks=True)) == ["alias.py", "real/mod.py"]
+
+    def swap() -> None:  # the target inside the root becomes a link out of it
+        os.unlink(root / "real" / "mod.py")
+        os.symlink(tmp_path / "outside" / "secret.py", root / "real" / "mod.py")
+
+    _swap_after_listing(monkeypatch, _scan_module, swap)
+    result = scan(root, follow_symlinks=True)
+    assert _paths(result) == [] and result.skipped[SkipReason.SYMLINK] == 2
+
+
+@pytest.mark.skipif(not hasattr(os, "symlink"), reason="no links here")
+def test_a_linked_ignore_file_is_not_followed_as_git_does_not(tmp_path: Path) -> None:
+    root = tmp_path / "repo"
+    _write(root, "a.log", "x\n")
+    _write(root, "b.py", "y\n")
+    _write(tmp_path, "rules", "*.log\n")
+    os.symlink(tmp_path / "rules", root / ".gitignore")
+    result = scan(root)
+    assert _paths(result) == ["a.log", "b.py"]

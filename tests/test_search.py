@@ -6,6 +6,7 @@ the real ONNX model is exercised in tests/test_search_minilm.py.
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -419,3 +420,67 @@ def test_an_empty_answer_says_why(repo: Path, tmp_path: Path, hashing_embedder: 
     assert note("redirect", mode="bm25", scope="src/pkg/utils.py") == (
         "no chunk in scope holds a word of the query (redirect); they occur only outside the scope")
     assert cs.search("redirect", k=1) and cs.last_search is not None and cs.last_search.note is None
+
+
+# -- any file name, any file: no file breaks a repository --------------------------------------------------
+
+
+def _swap_after_listing(monkeypatch: pytest.MonkeyPatch, swap) -> None:  # type: ignore[no-untyped-def]
+    real = builder_module.list_files
+
+    def listed_then_swapped(*args, **kwargs):  # type: ignore[no-untyped-def]
+        listing = real(*args, **kwargs)
+        swap()
+        return listing
+
+    monkeypatch.setattr(builder_module, "list_files", listed_then_swapped)
+
+
+def test_a_file_swapped_for_a_link_out_of_the_tree_while_indexing_is_not_read(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = tmp_path / "repo"
+    root.mkdir()
+    (root / "a.py").write_text("def kept():\n    return 1\n")
+    (root / "b.py").write_text("def swapped():\n    return 2\n")
+    for n in range(3):  # a word in half of the files scores nothing in BM25: more files
+        (root / f"filler_{n}.py").write_text(f"VALUE_{n} = {n}\n")
+    (tmp_path / "secret.py").write_text("SECRET_TOKEN = 'outside the tree'\n")
+
+    def swap() -> None:
+        (root / "b.py").unlink()
+        os.symlink(tmp_path / "secret.py", root / "b.py")
+
+    _swap_after_listing(monkeypatch, swap)
+    cs = CodeSearch(root, model=None, index_dir=tmp_path / "index")
+    assert cs.index().files == 4
+    assert cs.search("SECRET_TOKEN outside", mode="bm25") == []
+    assert [h.path for h in cs.search("kept", mode="bm25")] == ["a.py"]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_a_file_swapped_for_a_fifo_while_indexing_is_skipped_without_blocking(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = tmp_path / "repo"
+    root.mkdir()
+    (root / "a.py").write_text("def kept():\n    return 1\n")
+    (root / "b.py").write_text("def swapped():\n    return 2\n")
+
+    def swap() -> None:
+        (root / "b.py").unlink()
+        os.mkfifo(root / "b.py")
+
+    _swap_after_listing(monkeypatch, swap)
+    cs = CodeSearch(root, model=None, index_dir=tmp_path / "index")
+    assert cs.index().files == 1  # blocked for ever before, holding the write lock
+    assert [h.path for h in cs.search("kept swapped", mode="bm25")] == ["a.py"]
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_an_empty_answer_names_special_files(repo: Path, tmp_path: Path) -> None:
+    (repo / "pipes").mkdir()
+    os.mkfifo(repo / "pipes" / "feed.py")
+    cs = CodeSearch(repo, model=None, index_dir=tmp_path / "index")
+    assert cs.search("redirect", mode="bm25", scope="pipes") == []
+    assert cs.last_search is not None
+    assert cs.last_search.note == "no indexed file under 'pipes': the files there were skipped (1 special file)"

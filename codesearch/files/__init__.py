@@ -3,8 +3,18 @@
 from __future__ import annotations
 
 from codesearch.files.changes import Changes, changed_files
-from codesearch.files.scan import Listed, Listing, ScanResult, SourceFile, decode_bytes, list_files, scan
+from codesearch.files.scan import (
+    Listed,
+    Listing,
+    ScanResult,
+    SkippedFile,
+    SourceFile,
+    decode_bytes,
+    list_files,
+    read_file,
+    scan,
+)
 from codesearch.files.walk import MAX_FILE_BYTES, SkipReason
 
-__all__ = ["MAX_FILE_BYTES", "Changes", "Listed", "Listing", "ScanResult", "SkipReason", "SourceFile", "changed_files",
-           "decode_bytes", "list_files", "scan"]
+__all__ = ["MAX_FILE_BYTES", "Changes", "Listed", "Listing", "ScanResult", "SkipReason", "SkippedFile", "SourceFile",
+           "changed_files", "decode_bytes", "list_files", "read_file", "scan"]

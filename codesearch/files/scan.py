@@ -9,13 +9,27 @@ rest. Every skipped file is counted under one reason.
 Text is decoded as UTF-8 (a BOM is dropped, invalid bytes become U+FFFD) or as
 UTF-16/32 when a BOM says so. A file that cannot be read (permission denied,
 vanished mid-walk) is skipped as ``unreadable``.
+
+Every read of a repository's file goes through :func:`read_file`, here, so that
+no read can be swapped: the file is opened without following a link
+(``O_NOFOLLOW``) and without waiting (``O_NONBLOCK``), and the open descriptor
+must be a regular file under the size cap before a byte is read. A file swapped
+for a link between listing and reading is skipped as ``symlink``; for a FIFO,
+socket or device as ``special_file`` (a FIFO is never read, so it cannot block);
+one grown over the cap as ``too_large``.
+
+Names are kept as the operating system gives them to :func:`os.scandir`: a
+name that is not UTF-8 holds surrogate escapes (``os.fsdecode``), so
+``os.fsencode(path)`` is the name's own bytes and the path opens the file again.
 """
 
 from __future__ import annotations
 
 import codecs
+import errno
 import hashlib
 import os
+import stat
 import time
 from collections import Counter
 from collections.abc import Iterable
@@ -36,6 +50,71 @@ _BOMS = (
     (codecs.BOM_UTF16_LE, "utf-16"),
     (codecs.BOM_UTF16_BE, "utf-16"),
 )
+
+
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_OPEN_FLAGS = (os.O_RDONLY | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+               | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0))
+_LINK_ERRORS = frozenset({errno.ELOOP, errno.EMLINK})
+"""What ``open`` answers for a link under ``O_NOFOLLOW`` (``EMLINK`` on FreeBSD)."""
+
+
+class SkippedFile(Exception):
+    """A file :func:`read_file` did not read; :attr:`reason` is a :class:`SkipReason`."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def read_file(path: str, max_bytes: int = MAX_FILE_BYTES) -> bytes:
+    """The bytes of the regular file at ``path``, read through one descriptor that cannot be swapped.
+
+    The last part of ``path`` is not followed when it is a link (where the
+    system has ``O_NOFOLLOW``; elsewhere it is checked just before opening),
+    the open never waits, and nothing is read unless the descriptor is a
+    regular file of at most ``max_bytes``.
+
+    Raises:
+        SkippedFile: with the reason: ``symlink`` (the path is a link),
+            ``special_file`` (a FIFO, socket, device or folder), ``too_large``
+            (over ``max_bytes``, now or while read), ``unreadable`` (anything
+            else the system refuses: gone, no permission ...).
+    """
+    try:
+        if not _NOFOLLOW and os.path.islink(path):  # pragma: no cover - Windows
+            raise SkippedFile(SkipReason.SYMLINK)
+        fd = os.open(path, _OPEN_FLAGS)
+    except OSError as err:
+        if err.errno in _LINK_ERRORS and _NOFOLLOW:
+            raise SkippedFile(SkipReason.SYMLINK) from None
+        if err.errno in (errno.ENXIO, errno.EISDIR):  # a socket; a folder
+            raise SkippedFile(SkipReason.SPECIAL) from None
+        raise SkippedFile(SkipReason.UNREADABLE) from None
+    except ValueError:  # a NUL in the path
+        raise SkippedFile(SkipReason.UNREADABLE) from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise SkippedFile(SkipReason.SPECIAL)
+        if info.st_size > max_bytes:
+            raise SkippedFile(SkipReason.TOO_LARGE)
+        blocks: list[bytes] = []
+        left = max_bytes + 1
+        while left > 0:
+            block = os.read(fd, min(left, max(info.st_size + 1, 1 << 16)))
+            if not block:
+                break
+            blocks.append(block)
+            left -= len(block)
+    except OSError:
+        raise SkippedFile(SkipReason.UNREADABLE) from None
+    finally:
+        os.close(fd)
+    data = b"".join(blocks)
+    if len(data) > max_bytes:  # grew since it was stat'ed
+        raise SkippedFile(SkipReason.TOO_LARGE)
+    return data
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,7 +195,11 @@ def decode_bytes(data: bytes) -> tuple[str, str] | None:
 
 @dataclass(frozen=True, slots=True)
 class Listed:
-    """A file the walk met that the name, extension and size rules keep: to be read, or compared by its stat."""
+    """A file the walk met that the name, extension and size rules keep: to be read, or compared by its stat.
+
+    ``path`` is what is opened: the file itself, or for a link followed inside
+    the root, its target as the walk resolved it (a link is never opened).
+    """
 
     rel: str
     path: str
@@ -185,7 +268,7 @@ def list_files(
         if reason is not None or info is None:
             listing.skip(found.rel, reason or SkipReason.UNREADABLE)
             continue
-        listing.files.append(Listed(found.rel, found.entry.path, info.st_size, info.st_mtime_ns))
+        listing.files.append(Listed(found.rel, found.path, info.st_size, info.st_mtime_ns))
     return listing
 
 
@@ -221,13 +304,9 @@ def scan(
         rel = listed.rel
         result.stats[rel] = (listed.size, listed.mtime_ns)
         try:
-            with open(listed.path, "rb") as handle:
-                data = handle.read(max_file_bytes + 1)
-        except OSError:
-            result._skip(rel, SkipReason.UNREADABLE)
-            continue
-        if len(data) > max_file_bytes:  # grew since it was stat'ed
-            result._skip(rel, SkipReason.TOO_LARGE)
+            data = read_file(listed.path, max_file_bytes)
+        except SkippedFile as skipped:
+            result._skip(rel, skipped.reason)
             continue
         decoded = decode_bytes(data)
         if decoded is None:
@@ -245,5 +324,5 @@ def _trusted(size: int, mtime_ns: int) -> tuple[int, int]:
     return (size, -1 if time.time_ns() - mtime_ns < RACY_NS else mtime_ns)
 
 
-__all__ = ["IGNORE_FILES", "MAX_FILE_BYTES", "RACY_NS", "Listed", "Listing", "ScanResult", "SkipReason", "SourceFile",
-           "decode_bytes", "list_files", "scan"]
+__all__ = ["IGNORE_FILES", "MAX_FILE_BYTES", "RACY_NS", "Listed", "Listing", "ScanResult", "SkipReason", "SkippedFile",
+           "SourceFile", "decode_bytes", "list_files", "read_file", "scan"]

@@ -32,6 +32,8 @@ from pathlib import Path
 import pathspec
 
 MAX_FILE_BYTES = 1 << 20
+MAX_IGNORE_FILE_BYTES = 100 << 20
+"""An ignore file larger than this is not read (git's own limit)."""
 SNIFF_BYTES = 512
 IGNORE_FILES = (".gitignore", ".codesearchignore")
 SKIP_DIRS = frozenset(
@@ -83,6 +85,8 @@ class SkipReason:
     TOO_LARGE = "too_large"
     BINARY = "binary"
     UNREADABLE = "unreadable"
+    SPECIAL = "special_file"
+    """A FIFO, socket or device where a file was listed: never opened for reading (a FIFO would block)."""
     SYMLINK = "symlink"
     OUTSIDE_ROOT = "outside_root"
     SYMLINK_LOOP = "symlink_loop"
@@ -108,6 +112,21 @@ def _spec(lines: tuple[str, ...]) -> pathspec.GitIgnoreSpec:
     return pathspec.GitIgnoreSpec.from_lines(lines)
 
 
+def _ignore_lines(path: Path) -> list[str]:
+    """The lines of the ignore file at ``path``, split as git splits them; none when it is missing, a link, not a
+    regular file or too large (git reads none of these)."""
+    from codesearch.files.scan import SkippedFile, read_file  # scan.py owns every read, and imports this module
+
+    try:
+        data = read_file(os.fspath(path), MAX_IGNORE_FILE_BYTES)
+    except SkippedFile:
+        return []
+    text = data.decode("utf-8", "surrogateescape")  # a pattern's bytes match a name's bytes, as in git
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    return [line[:-1] if line.endswith("\r") else line for line in text.split("\n")]
+
+
 class IgnoreRules:
     """The ignore specs in force in one folder: its own plus its parents'."""
 
@@ -120,10 +139,7 @@ class IgnoreRules:
         for name in IGNORE_FILES:
             if present is not None and name not in present:
                 continue
-            try:
-                lines.extend((folder / name).read_text(encoding="utf-8", errors="replace").splitlines())
-            except OSError:
-                continue
+            lines.extend(_ignore_lines(folder / name))
         if not lines:
             return self
         prefix = f"{rel_folder}/" if rel_folder else ""
@@ -144,12 +160,14 @@ class IgnoreRules:
 
 @dataclass(frozen=True, slots=True)
 class Found:
-    """A file the walk met, before the file rules: its path from the root, its directory entry, the rules in force."""
+    """A file the walk met, before the file rules: its path from the root, its directory entry, the rules in force,
+    whether it is a link, and the path to open it by (a followed link's target, as resolved inside the root)."""
 
     rel: str
     entry: os.DirEntry[str]
     rules: IgnoreRules
     link: bool
+    path: str
 
 
 SkipHook = Callable[[str, str, bool], None]
@@ -229,7 +247,7 @@ def walk(
                     on_skip(rel, SkipReason.OUTSIDE_ROOT, not is_dir)
                 continue
         if not is_dir:
-            yield Found(rel, entry, rules, is_link)
+            yield Found(rel, entry, rules, is_link, real if is_link else entry.path)
             continue
         if entry.name in SKIP_DIRS or real in excluded:
             if on_skip is not None:
@@ -262,11 +280,12 @@ def file_reason(
     except OSError:
         return SkipReason.UNREADABLE, None
     if not stat.S_ISREG(info.st_mode):
-        return SkipReason.UNREADABLE, None
+        return SkipReason.SPECIAL, None
     if info.st_size > max_file_bytes:
         return SkipReason.TOO_LARGE, info
     return None, info
 
 
-__all__ = ["BINARY_EXTENSIONS", "EXCLUDED_EXTENSIONS", "IGNORE_FILES", "LOCKFILES", "MAX_FILE_BYTES", "SKIP_DIRS",
-           "SNIFF_BYTES", "Found", "IgnoreRules", "SkipReason", "file_reason", "walk"]
+__all__ = ["BINARY_EXTENSIONS", "EXCLUDED_EXTENSIONS", "IGNORE_FILES", "LOCKFILES", "MAX_FILE_BYTES",
+           "MAX_IGNORE_FILE_BYTES", "SKIP_DIRS", "SNIFF_BYTES", "Found", "IgnoreRules", "SkipReason", "file_reason",
+           "walk"]

@@ -29,7 +29,7 @@ import numpy as np
 from codesearch.chunking import DEFINITIONS_VERSION, ChunkParams, document_text
 from codesearch.embedding.onnx import available_cores
 from codesearch.exceptions import EmptyRepositoryError, IndexCancelledError, ModelNotAvailableError
-from codesearch.files.scan import RACY_NS, Listed, list_files
+from codesearch.files.scan import RACY_NS, Listed, SkippedFile, list_files, read_file
 from codesearch.files.walk import MAX_FILE_BYTES
 from codesearch.index import vectors as vectors_module
 from codesearch.index.columns import KIND_CODES, ChunkColumns, ColumnsWriter
@@ -132,7 +132,7 @@ class _Previous:
             if self.number(f.rel) != number or int(c.file_size[number]) != f.size \
                     or int(c.file_mtime[number]) != f.mtime_ns:
                 return False
-            if f.mtime_ns >= self._trusted_before and _sha256_of(f.path) != bytes(c.file_sha256[number]):
+            if f.mtime_ns >= self._trusted_before and _sha256_of(f.path, f.size) != bytes(c.file_sha256[number]):
                 return False
         return True
 
@@ -564,17 +564,14 @@ class IndexBuilder:
         return UNREAD_BY_DEFAULT if stored is None else stored
 
 
-def _sha256_of(path: str) -> bytes | None:
+def _sha256_of(path: str, max_file_bytes: int) -> bytes | None:
+    """The sha256 of the file's bytes, or ``None`` when it cannot be read or holds over ``max_file_bytes``."""
     import hashlib
 
-    digest = hashlib.sha256()
     try:
-        with open(path, "rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
-    except OSError:
+        return hashlib.sha256(read_file(path, max_file_bytes)).digest()
+    except SkippedFile:
         return None
-    return digest.digest()
 
 
 def chunk_key_bytes(document: str) -> bytes:
