@@ -300,6 +300,68 @@ def test_a_followed_link_is_read_through_its_target_inside_the_root(
     assert _paths(result) == [] and result.skipped[SkipReason.SYMLINK] == 2
 
 
+# --- ignore files as git reads them ------------------------------------------------------------------
+
+# Names to ask about, and lines pathspec refuses (or compiles into a bad regular expression) that git reads:
+# a reversed range matches its first character, a lone "!" or a line ending in an odd backslash matches
+# nothing, an escaped slash is a slash.
+_NAMES = ("a", "b", "x", "z", "xa", "xz", "ab", "bb", "!", "\\", "a\\", "f", "[z-a]", "-", "q/a", "q/b")
+_GIT_LINES = ("[z-a]", "[!z-a]", "x[z-a]", "[xz-a]", "*[z-a]*", "[!z-a]b", "[--*]", "[z-a]/", "!", "!  ", "\\",
+              "a\\", "!\\", "b\\", "a\\ \\", "q\\/a", "\\/a", "a\\/", "q\\/*", "**\\/b")
+# What git 2.39 answers (`git check-ignore --no-index`) for each line above, when no git is at hand.
+_GIT_IGNORES = {
+    "[z-a]": {"z"}, "[!z-a]": {"a", "b", "x", "!", "\\", "f", "-", "q/a", "q/b"}, "x[z-a]": {"xz"}, "[xz-a]": {"x", "z"},
+    "*[z-a]*": {"z", "xz", "[z-a]"}, "[!z-a]b": {"ab", "bb"}, "[--*]": {"-"}, "[z-a]/": set(), "!": set(),
+    "!  ": set(), "\\": set(), "a\\": set(), "!\\": set(), "b\\": set(), "a\\ \\": set(), "q\\/a": {"q/a"},
+    "\\/a": set(), "a\\/": set(), "q\\/*": {"q/a", "q/b"}, "**\\/b": {"q/b"},
+}
+
+
+def _git_ignores(root: Path, names: tuple[str, ...]) -> set[str] | None:
+    """The names git ignores under ``root`` (a repository is made there), or ``None`` without git."""
+    import shutil
+    import subprocess
+
+    if shutil.which("git") is None:
+        return None
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    run = subprocess.run(["git", "-C", str(root), "check-ignore", "--no-index", "--stdin", "-z"],
+                         input="\0".join(names) + "\0", capture_output=True, text=True)
+    return set(run.stdout.split("\0")) - {""}
+
+
+@pytest.mark.parametrize("line", _GIT_LINES)
+def test_an_ignore_line_pathspec_refuses_is_read_as_git_reads_it(tmp_path: Path, line: str) -> None:
+    root = tmp_path / "repo"
+    for name in _NAMES:
+        _write(root, name, "x = 1\n")
+    _write(root, ".gitignore", line + "\n")
+    ignored = {path for path, reason in scan(root).skipped_paths if reason == SkipReason.IGNORED}
+    git = _git_ignores(root, _NAMES)
+    expected = _GIT_IGNORES[line] if git is None else git
+    assert (git is None or git == _GIT_IGNORES[line]), f"git {git} differs from what was recorded"
+    # A folder git ignores is pruned: its files are not listed, so count them by folder.
+    ours = {name for name in _NAMES if name in ignored or name.split("/")[0] in ignored}
+    assert ours == expected
+
+
+def test_an_unusable_ignore_line_warns_once_naming_its_file_and_line(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    _write(tmp_path, "a.py", "x = 1\n")
+    _write(tmp_path, "g.log", "x\n")
+    _write(tmp_path, "x/b.py", "y = 2\n")
+    _write(tmp_path, "x/.gitignore", "# comment\n*.log\n!\n[z-a]\n")
+    _write(tmp_path, ".gitignore", "*.log\n")
+    with caplog.at_level("WARNING", logger="codesearch.files.walk"):
+        first = scan(tmp_path)
+        second = scan(tmp_path)
+    assert _paths(first) == _paths(second) == [".gitignore", "a.py", "x/.gitignore", "x/b.py"]
+    warnings = [r.getMessage() for r in caplog.records if r.name == "codesearch.files.walk"]
+    assert len(warnings) == 2, warnings
+    assert any(str(tmp_path / "x" / ".gitignore") + ":3" in w and "'!'" in w for w in warnings)
+    assert any(str(tmp_path / "x" / ".gitignore") + ":4" in w and "[z-a]" in w for w in warnings)
+
+
 @pytest.mark.skipif(not hasattr(os, "symlink"), reason="no links here")
 def test_a_linked_ignore_file_is_not_followed_as_git_does_not(tmp_path: Path) -> None:
     root = tmp_path / "repo"
@@ -309,3 +371,5 @@ def test_a_linked_ignore_file_is_not_followed_as_git_does_not(tmp_path: Path) ->
     os.symlink(tmp_path / "rules", root / ".gitignore")
     result = scan(root)
     assert _paths(result) == ["a.log", "b.py"]
+    git = _git_ignores(root, ("a.log", "b.py"))
+    assert git is None or git == set()
