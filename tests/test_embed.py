@@ -14,6 +14,7 @@ import pytest
 from codesearch.chunking import document_text
 from codesearch.embedding import Embedder, EmbedReport
 from codesearch.embedding.catalogue import resolve_model
+from codesearch.embedding.onnx import tokenizer_text
 from codesearch.exceptions import ExportError, ModelNotAvailableError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -243,3 +244,14 @@ def test_benchmark_script_runs_and_writes_its_json(minilm_int8_embedder, tmp_pat
     assert keys <= set(result) and result["chunks"] == 6
     assert result["fp32_min_cos"] >= 0.9999 and result["int8_min_cos"] >= 0.97
     assert "onnxruntime int8" in run.stdout
+
+
+@pytest.mark.slow
+def test_a_text_holding_a_byte_that_is_not_utf8_is_tokenized_with_a_replacement(minilm_int8_embedder) -> None:  # type: ignore[no-untyped-def]
+    # A path that is not UTF-8 (os.fsdecode keeps the byte as a surrogate escape), or a query typed with one.
+    query, replaced = os.fsdecode(b"redirect \xff after post"), "redirect \ufffd after post"
+    assert minilm_int8_embedder.embed_query(query).tolist() == minilm_int8_embedder.embed_query(replaced).tolist()
+    documents = minilm_int8_embedder.embed_documents([os.fsdecode(b"src/bad\xffname.py\ndef f():\n    return 1")])
+    assert documents.shape == (1, minilm_int8_embedder.dim) and np.isfinite(documents).all()
+    assert tokenizer_text("plain \udcff\ud800 text") == "plain \ufffd\ufffd text"
+    assert tokenizer_text("é plain") == "é plain"

@@ -227,6 +227,19 @@ def _swap_after_listing(monkeypatch: pytest.MonkeyPatch, module: object, swap: C
     monkeypatch.setattr(module, "list_files", listed_then_swapped)
 
 
+def test_a_name_that_is_not_utf8_is_kept_losslessly(tmp_path: Path) -> None:
+    base = os.fsencode(tmp_path)
+    os.mkdir(base + b"/d\xfe")
+    for name in (b"/bad\xffname.py", b"/d\xfe/ok.py"):
+        with open(base + name, "wb") as handle:
+            handle.write(b"def f():\n    return 1\n")
+    result = scan(tmp_path)
+    assert sorted(os.fsencode(path) for path in _paths(result)) == [b"bad\xffname.py", b"d\xfe/ok.py"]
+    for path in _paths(result):  # the name a file is listed under opens it again
+        assert (tmp_path / path).read_bytes() == b"def f():\n    return 1\n"
+    assert set(result.stats) == set(_paths(result)) and "d\udcfe/" in result.walk_stats
+
+
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
 def test_a_fifo_in_the_tree_is_a_special_file(tmp_path: Path) -> None:
     _write(tmp_path, "a.py", "x = 1\n")

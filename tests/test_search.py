@@ -425,6 +425,60 @@ def test_an_empty_answer_says_why(repo: Path, tmp_path: Path, hashing_embedder: 
 # -- any file name, any file: no file breaks a repository --------------------------------------------------
 
 
+@pytest.fixture(scope="module")
+def static_embedder():  # type: ignore[no-untyped-def]
+    """The real static tier (distilled from MiniLM into the cache once): the tokenizer a bad name used to reach."""
+    from codesearch.embedding import StaticEmbedder
+
+    return StaticEmbedder("minilm", export_progress=False)
+
+
+def _later(path: Path, text: str) -> None:
+    """Write ``text`` with a modification time a second past the last one, so a stat pass sees the change at once."""
+    before = path.stat().st_mtime_ns if path.exists() else 0
+    path.write_text(text)
+    os.utime(path, ns=(before + 10**9, before + 10**9))
+
+
+def _name(raw: bytes) -> str:
+    return os.fsdecode(raw)
+
+
+@pytest.mark.slow
+def test_a_name_that_is_not_utf8_is_indexed_read_back_refreshed_renamed_and_deleted(
+        tmp_path: Path, static_embedder) -> None:  # type: ignore[no-untyped-def]
+    root = tmp_path / _name(b"r\xfdoot")
+    (root / _name(b"d\xfe")).mkdir(parents=True)
+    bad = root / _name(b"bad\xffname.py")
+    bad.write_text("def fetch_redirect():\n    return 1\n")
+    (root / _name(b"d\xfe") / "ok.py").write_text("def other_thing():\n    return 2\n")
+    for n in range(3):  # a word in half of the files scores nothing in BM25: more files
+        (root / f"filler_{n}.py").write_text(f"VALUE_{n} = {n}\n")
+    cs = CodeSearch(root, model=HashingEmbedder("minilm"), static=static_embedder, index_dir=tmp_path / "index")
+
+    hits = cs.search("fetch redirect", k=5)  # the static tier tokenizes the path: a TypeError before
+    assert cs.last_search is not None and cs.last_search.tier == "static"
+    assert hits[0].path == _name(b"bad\xffname.py") and os.fsencode(hits[0].path) == b"bad\xffname.py"
+    assert (root / hits[0].path).read_text() == "def fetch_redirect():\n    return 1\n"  # the name opens the file
+    assert {os.fsencode(h.path) for h in cs.search("return", k=5, mode="bm25")} == {b"bad\xffname.py", b"d\xfe/ok.py"}
+    assert {os.fsencode(h.path) for h in cs.search("return", k=5, mode="bm25", scope=_name(b"d\xfe"))} == {b"d\xfe/ok.py"}
+    cs.index()  # the transformer's tier too, committed
+    again = CodeSearch(root, model=HashingEmbedder("minilm"), static=static_embedder, index_dir=tmp_path / "index")
+    assert [h.location for h in again.search("fetch redirect", k=5)] == [h.location for h in cs.search("fetch redirect", k=5)]
+    assert again.verify() > 0 and again.status()["files"] == 5
+
+    _later(bad, "def fetch_redirect():\n    return 'changed'\n")
+    assert [h.path for h in cs.search("changed", mode="bm25")] == [_name(b"bad\xffname.py")]
+    renamed = root / _name(b"re\xfenamed.py")
+    os.rename(bad, renamed)
+    assert [h.path for h in cs.search("fetch redirect", mode="bm25")] == [_name(b"re\xfenamed.py")]
+    renamed.unlink()
+    assert cs.search("fetch redirect", mode="bm25") == []
+    for mode in ("hybrid", "dense", "bm25"):  # a query holding a byte that is not UTF-8, as a shell hands it over
+        found = cs.search(_name(b"other thing \xff"), mode=mode)  # type: ignore[arg-type]
+        assert [os.fsencode(h.path) for h in found[:1]] == [b"d\xfe/ok.py"]
+
+
 def _swap_after_listing(monkeypatch: pytest.MonkeyPatch, swap) -> None:  # type: ignore[no-untyped-def]
     real = builder_module.list_files
 

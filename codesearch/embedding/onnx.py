@@ -1,13 +1,21 @@
 """The onnxruntime session and the fast tokenizer of one exported graph.
 
 This module alone creates an ``InferenceSession`` and loads a ``tokenizers``
-tokenizer for the transformer (fastembed's ``onnx_model.py`` plays the same
-part): :class:`OnnxEncoder` takes texts and gives pooled vectors.
+tokenizer (fastembed's ``onnx_model.py`` plays the same part):
+:class:`OnnxEncoder` takes texts and gives pooled vectors, and
+:func:`load_tokenizer` gives the static tier its tokenizer.
+
+A tokenizer takes valid Unicode only (a Rust string cannot hold a lone
+surrogate: ``tokenizers`` refuses such a ``str`` with a ``TypeError``), and a
+Python ``str`` here may hold one: a file name that is not UTF-8 keeps each
+such byte as a surrogate escape (``os.fsdecode``), and so does a query typed
+with one. Every text reaches a tokenizer through :func:`tokenizer_text`.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -24,6 +32,30 @@ from codesearch.jsonfiles import read_json
 ONNX_FILE = "model.onnx"
 TOKENIZER_FILE = "tokenizer.json"
 CONFIG_FILE = "config.json"
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def tokenizer_text(text: str) -> str:
+    """``text`` as a tokenizer may take it: each lone surrogate (a byte that was not UTF-8) becomes U+FFFD."""
+    if text.isascii() or _LONE_SURROGATE.search(text) is None:
+        return text
+    return _LONE_SURROGATE.sub("\ufffd", text)
+
+
+def load_tokenizer(folder: Path) -> Any:
+    """The fast tokenizer (``tokenizers.Tokenizer``) saved in ``folder``, without truncation or padding.
+
+    Raises:
+        Exception: what ``tokenizers`` raises for a missing or unreadable file.
+    """
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(folder / TOKENIZER_FILE))
+    tokenizer.no_truncation()
+    tokenizer.no_padding()
+    return tokenizer
 
 
 def available_cores() -> int:
@@ -54,12 +86,9 @@ class OnnxEncoder:
     def __init__(self, onnx_path: Path, folder: Path, spec: ModelSpec, threads: int | None = None,
                  providers: Sequence[str] | None = None):
         import onnxruntime as ort
-        from tokenizers import Tokenizer
 
         self.spec = spec
-        self.tokenizer = Tokenizer.from_file(str(folder / TOKENIZER_FILE))
-        self.tokenizer.no_truncation()
-        self.tokenizer.no_padding()
+        self.tokenizer = load_tokenizer(folder)
         config = read_json(folder / CONFIG_FILE) or {}
         # One session, run by one worker thread per core, each call single-threaded:
         # on code chunks this beat one call at a time on all cores by 10-20% (no
@@ -98,7 +127,7 @@ class OnnxEncoder:
         limit = self.spec.max_length
         # encode_batch_fast (tokenizers >= 0.21) skips the character offsets we never use.
         encode = getattr(self.tokenizer, "encode_batch_fast", self.tokenizer.encode_batch)
-        encodings = encode(list(texts))
+        encodings = encode([tokenizer_text(text) for text in texts])
         ids: list[list[int]] = []
         counts = np.empty(len(encodings), dtype=np.int64)
         for row, encoding in enumerate(encodings):
@@ -168,4 +197,5 @@ def _run_length(flags: Sequence[int]) -> int:
     return n
 
 
-__all__ = ["CONFIG_FILE", "ONNX_FILE", "TOKENIZER_FILE", "OnnxEncoder", "available_cores"]
+__all__ = ["CONFIG_FILE", "ONNX_FILE", "TOKENIZER_FILE", "OnnxEncoder", "available_cores", "load_tokenizer",
+           "tokenizer_text"]

@@ -91,6 +91,8 @@ class SkipReason:
     UNREADABLE = "unreadable"
     SPECIAL = "special_file"
     """A FIFO, socket or device where a file was listed: never opened for reading (a FIFO would block)."""
+    NAME_NOT_UTF8 = "name_not_utf8"
+    """A name a store of UTF-8 strings cannot hold (a corpus; a single index keeps every name as it is)."""
     SYMLINK = "symlink"
     OUTSIDE_ROOT = "outside_root"
     SYMLINK_LOOP = "symlink_loop"
