@@ -538,3 +538,12 @@ def test_an_empty_answer_names_special_files(repo: Path, tmp_path: Path) -> None
     assert cs.search("redirect", mode="bm25", scope="pipes") == []
     assert cs.last_search is not None
     assert cs.last_search.note == "no indexed file under 'pipes': the files there were skipped (1 special file)"
+
+
+def test_a_tree_whose_chunks_hold_no_word_is_an_empty_repository(tmp_path: Path) -> None:
+    root = tmp_path / "repo"
+    root.mkdir()
+    (root / "+").write_text("-- ;; ++\n")  # found by tests/test_fuzz_trees.py: a ValueError from BM25 before
+    cs = CodeSearch(root, model=None, index_dir=tmp_path / "index")
+    with pytest.raises(EmptyRepositoryError, match="hold no word"):
+        cs.index()

@@ -401,6 +401,11 @@ class IndexBuilder:
                 f"nothing to index under {self.root}: {files_seen} files seen, "
                 f"{text_files} readable text files, 0 chunks (see `codesearch stats`)"
             )
+        if not keywords.vocabulary:  # every chunk, and its path, is punctuation and symbols alone
+            raise EmptyRepositoryError(
+                f"nothing to index under {self.root}: its {len(columns)} chunks and their paths hold no word "
+                "(letters, digits or _)"
+            )
         parts = _Parts(columns, keywords.fit(), SymbolTable.build(_chunk_symbols(columns)), {}, None, 0,
                        text_files, cut)
         if static is not None:
