@@ -10,13 +10,9 @@ Text is decoded as UTF-8 (a BOM is dropped, invalid bytes become U+FFFD) or as
 UTF-16/32 when a BOM says so. A file that cannot be read (permission denied,
 vanished mid-walk) is skipped as ``unreadable``.
 
-Every read of a repository's file goes through :func:`read_file`, here, so that
-no read can be swapped: the file is opened without following a link
-(``O_NOFOLLOW``) and without waiting (``O_NONBLOCK``), and the open descriptor
-must be a regular file under the size cap before a byte is read. A file swapped
-for a link between listing and reading is skipped as ``symlink``; for a FIFO,
-socket or device as ``special_file`` (a FIFO is never read, so it cannot block);
-one grown over the cap as ``too_large``.
+Files are read through :func:`codesearch.files.read.read_file`, which no swap
+between listing and reading can mislead (a link, a FIFO, a device are skipped
+with their reason, never read).
 
 Names are kept as the operating system gives them to :func:`os.scandir`: a
 name that is not UTF-8 holds surrogate escapes (``os.fsdecode``), so
@@ -26,10 +22,8 @@ name that is not UTF-8 holds surrogate escapes (``os.fsdecode``), so
 from __future__ import annotations
 
 import codecs
-import errno
 import hashlib
 import os
-import stat
 import time
 from collections import Counter
 from collections.abc import Iterable
@@ -37,7 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from codesearch.exceptions import RootNotFoundError
-from codesearch.files.walk import IGNORE_FILES, MAX_FILE_BYTES, SNIFF_BYTES, SkipReason, file_reason, walk
+from codesearch.files.read import SkippedFile, SkipReason, read_file
+from codesearch.files.walk import IGNORE_FILES, MAX_FILE_BYTES, SNIFF_BYTES, file_reason, walk
 
 RACY_NS = 2_000_000_000
 """A folder or ignore file changed this recently before the walk read it is not trusted to show a
@@ -50,71 +45,6 @@ _BOMS = (
     (codecs.BOM_UTF16_LE, "utf-16"),
     (codecs.BOM_UTF16_BE, "utf-16"),
 )
-
-
-_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
-_OPEN_FLAGS = (os.O_RDONLY | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
-               | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0))
-_LINK_ERRORS = frozenset({errno.ELOOP, errno.EMLINK})
-"""What ``open`` answers for a link under ``O_NOFOLLOW`` (``EMLINK`` on FreeBSD)."""
-
-
-class SkippedFile(Exception):
-    """A file :func:`read_file` did not read; :attr:`reason` is a :class:`SkipReason`."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-
-
-def read_file(path: str, max_bytes: int = MAX_FILE_BYTES) -> bytes:
-    """The bytes of the regular file at ``path``, read through one descriptor that cannot be swapped.
-
-    The last part of ``path`` is not followed when it is a link (where the
-    system has ``O_NOFOLLOW``; elsewhere it is checked just before opening),
-    the open never waits, and nothing is read unless the descriptor is a
-    regular file of at most ``max_bytes``.
-
-    Raises:
-        SkippedFile: with the reason: ``symlink`` (the path is a link),
-            ``special_file`` (a FIFO, socket, device or folder), ``too_large``
-            (over ``max_bytes``, now or while read), ``unreadable`` (anything
-            else the system refuses: gone, no permission ...).
-    """
-    try:
-        if not _NOFOLLOW and os.path.islink(path):  # pragma: no cover - Windows
-            raise SkippedFile(SkipReason.SYMLINK)
-        fd = os.open(path, _OPEN_FLAGS)
-    except OSError as err:
-        if err.errno in _LINK_ERRORS and _NOFOLLOW:
-            raise SkippedFile(SkipReason.SYMLINK) from None
-        if err.errno in (errno.ENXIO, errno.EISDIR):  # a socket; a folder
-            raise SkippedFile(SkipReason.SPECIAL) from None
-        raise SkippedFile(SkipReason.UNREADABLE) from None
-    except ValueError:  # a NUL in the path
-        raise SkippedFile(SkipReason.UNREADABLE) from None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise SkippedFile(SkipReason.SPECIAL)
-        if info.st_size > max_bytes:
-            raise SkippedFile(SkipReason.TOO_LARGE)
-        blocks: list[bytes] = []
-        left = max_bytes + 1
-        while left > 0:
-            block = os.read(fd, min(left, max(info.st_size + 1, 1 << 16)))
-            if not block:
-                break
-            blocks.append(block)
-            left -= len(block)
-    except OSError:
-        raise SkippedFile(SkipReason.UNREADABLE) from None
-    finally:
-        os.close(fd)
-    data = b"".join(blocks)
-    if len(data) > max_bytes:  # grew since it was stat'ed
-        raise SkippedFile(SkipReason.TOO_LARGE)
-    return data
 
 
 @dataclass(frozen=True, slots=True)

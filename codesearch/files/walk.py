@@ -33,6 +33,8 @@ from pathlib import Path
 
 import pathspec
 
+from codesearch.files.read import SkippedFile, SkipReason, read_file
+
 log = logging.getLogger(__name__)
 
 MAX_FILE_BYTES = 1 << 20
@@ -78,25 +80,6 @@ BINARY_EXTENSIONS = frozenset(
         ".npy", ".npz", ".pkl", ".pickle", ".onnx", ".safetensors", ".pt", ".db", ".sqlite",
     }
 )
-
-class SkipReason:
-    """Why a file (or folder) was not indexed; the keys of :attr:`ScanResult.skipped`."""
-
-    SKIPPED_DIR = "skipped_dir"
-    LOCKFILE = "lockfile"
-    IGNORED = "ignored"
-    EXCLUDED_EXTENSION = "excluded_extension"
-    TOO_LARGE = "too_large"
-    BINARY = "binary"
-    UNREADABLE = "unreadable"
-    SPECIAL = "special_file"
-    """A FIFO, socket or device where a file was listed: never opened for reading (a FIFO would block)."""
-    NAME_NOT_UTF8 = "name_not_utf8"
-    """A name a store of UTF-8 strings cannot hold (a corpus; a single index keeps every name as it is)."""
-    SYMLINK = "symlink"
-    OUTSIDE_ROOT = "outside_root"
-    SYMLINK_LOOP = "symlink_loop"
-
 
 def _extension_reason(name: str) -> str | None:
     lower = name.lower()
@@ -274,8 +257,6 @@ def _warn(path: Path, number: int, line: str, instead: str | None) -> None:
 def _ignore_lines(path: Path) -> list[str]:
     """The lines of the ignore file at ``path``, split as git splits them; none when it is missing, a link, not a
     regular file or too large (git reads none of these)."""
-    from codesearch.files.scan import SkippedFile, read_file  # scan.py owns every read, and imports this module
-
     try:
         data = read_file(os.fspath(path), MAX_IGNORE_FILE_BYTES)
     except SkippedFile:

@@ -29,7 +29,8 @@ import numpy as np
 from codesearch.chunking import DEFINITIONS_VERSION, ChunkParams, document_text
 from codesearch.embedding.onnx import available_cores
 from codesearch.exceptions import EmptyRepositoryError, IndexCancelledError, ModelNotAvailableError
-from codesearch.files.scan import RACY_NS, Listed, SkippedFile, list_files, read_file
+from codesearch.files.read import SkippedFile, read_file
+from codesearch.files.scan import RACY_NS, Listed, list_files
 from codesearch.files.walk import MAX_FILE_BYTES
 from codesearch.index import vectors as vectors_module
 from codesearch.index.columns import KIND_CODES, ChunkColumns, ColumnsWriter

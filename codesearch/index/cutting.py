@@ -27,7 +27,8 @@ import numpy as np
 from codesearch.chunking import ChunkParams, chunk_text, document_text, keyword_text
 from codesearch.embedding.catalogue import ModelSpec
 from codesearch.exceptions import ModelNotAvailableError
-from codesearch.files.scan import SkippedFile, decode_bytes, read_file
+from codesearch.files.read import SkippedFile, read_file
+from codesearch.files.scan import decode_bytes
 from codesearch.files.walk import SkipReason
 from codesearch.keyword.tokens import code_tokens
 from codesearch.types import TextEmbedder
