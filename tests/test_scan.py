@@ -365,11 +365,11 @@ def test_an_unusable_ignore_line_warns_once_naming_its_file_and_line(
     _write(tmp_path, "x/b.py", "y = 2\n")
     _write(tmp_path, "x/.gitignore", "# comment\n*.log\n!\n[z-a]\n")
     _write(tmp_path, ".gitignore", "*.log\n")
-    with caplog.at_level("WARNING", logger="codesearch.files.walk"):
+    with caplog.at_level("WARNING", logger="codesearch.files.ignore"):
         first = scan(tmp_path)
         second = scan(tmp_path)
     assert _paths(first) == _paths(second) == [".gitignore", "a.py", "x/.gitignore", "x/b.py"]
-    warnings = [r.getMessage() for r in caplog.records if r.name == "codesearch.files.walk"]
+    warnings = [r.getMessage() for r in caplog.records if r.name == "codesearch.files.ignore"]
     assert len(warnings) == 2, warnings
     assert any(str(tmp_path / "x" / ".gitignore") + ":3" in w and "'!'" in w for w in warnings)
     assert any(str(tmp_path / "x" / ".gitignore") + ":4" in w and "[z-a]" in w for w in warnings)
