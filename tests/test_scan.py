@@ -373,6 +373,17 @@ def test_an_unusable_ignore_line_warns_once_naming_its_file_and_line(
     assert len(warnings) == 2, warnings
     assert any(str(tmp_path / "x" / ".gitignore") + ":3" in w and "'!'" in w for w in warnings)
     assert any(str(tmp_path / "x" / ".gitignore") + ":4" in w and "[z-a]" in w for w in warnings)
+    # A line of .codesearchignore is named by its own file and number, whether .gitignore is there or not.
+    caplog.clear()
+    _write(tmp_path, "y/.codesearchignore", "*.log\n!\n")
+    _write(tmp_path, "z/.gitignore", "")
+    _write(tmp_path, "z/.codesearchignore", "\\\n")
+    with caplog.at_level("WARNING", logger="codesearch.files.ignore"):
+        scan(tmp_path)
+    warnings = sorted(r.getMessage() for r in caplog.records if r.name == "codesearch.files.ignore")
+    assert len(warnings) == 2, warnings
+    assert str(tmp_path / "y" / ".codesearchignore") + ":2: '!'" in warnings[0]
+    assert str(tmp_path / "z" / ".codesearchignore") + ":1: '\\\\'" in warnings[1]
 
 
 @pytest.mark.skipif(not hasattr(os, "symlink"), reason="no links here")

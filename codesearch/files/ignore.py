@@ -217,13 +217,15 @@ class IgnoreRules:
         for name in IGNORE_FILES:
             if present is not None and name not in present:
                 continue
-            sources.append((len(lines), folder / name))
-            lines.extend(_ignore_lines(folder / name))
+            found = _ignore_lines(folder / name)
+            if found:
+                sources.append((len(lines), folder / name))
+                lines.extend(found)
         if not lines:
             return self
         spec, problems = _spec(tuple(lines))
         for index, line, instead in problems:
-            first, path = max(source for source in sources if source[0] <= index)
+            first, path = [source for source in sources if source[0] <= index][-1]
             _warn(path, index - first + 1, line, instead)
         prefix = f"{rel_folder}/" if rel_folder else ""
         return IgnoreRules(self._specs + ((prefix, spec),))
