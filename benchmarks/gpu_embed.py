@@ -6,9 +6,10 @@ Usage:
     # on the GPU machine: the PyTorch encoder (float16) over those texts
     python benchmarks/gpu_embed.py measure --data DIR --model-folder MINILM_WEIGHTS [--json OUT]
 
-``measure`` embeds the prepared texts (four times over) with :class:`codesearch.embedding.torch_encoder.TorchEncoder` (MiniLM at the
-length the index reads, 128 tokens) after a warm-up, three times, and reports the best chunks/s and tokens/s;
-compares the sample's vectors with the CPU's int8 vectors made by ``prepare`` (min and mean cosine); and runs the
+``measure`` embeds the prepared texts (four times over) with
+:class:`codesearch.embedding.torch_encoder.TorchEncoder` (MiniLM at the length the index reads, 128 tokens) after a
+warm-up, three times, and reports the best chunks/s and tokens/s; compares the sample's vectors with the CPU's
+int8 vectors made by ``prepare`` (min and mean cosine); and runs the
 bge-m3 architecture with random weights (24 layers, 1024 wide; nothing to download) on random tokens of 256 and
 2048 tokens for its throughput. JSON keys: ``device``, ``chunks``, ``minilm`` (``chunks_s``, ``tokens_s``,
 ``min_cos_int8``, ``mean_cos_int8``, ``batch_tokens``), ``bge_m3_random`` (per length ``chunks_s``).
@@ -25,7 +26,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-
 
 REPEAT = 4
 LENGTHS = (256, 2048)

@@ -1,3 +1,5 @@
+LONG_LINE_BUDGETS: int
+
 def split_lines(text: str) -> list[str]: ...
 def chunk_lines(
     text: str,

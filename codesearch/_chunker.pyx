@@ -10,10 +10,19 @@ strings, a loop the compiler vectorises for wider ones); the same pass notices
 a ``\\r``, and only then is the text normalised and chunked again. The overlap
 is found by scanning back from the window's end (``memrchr`` on glibc). ASCII
 chunk texts are copied straight from the string's buffer.
+
+Only the last line of a window can be longer than the budget, so a line too
+long to be taken whole (``LONG_LINE_BUDGETS`` budgets) is noticed where that
+window ends: the window ends with the line's first piece, and the line's later
+pieces follow one window each until the last, which a window may continue past.
 """
 
 from cpython.unicode cimport Py_UNICODE_ISSPACE
 from libc.string cimport memchr, memcpy
+
+LONG_LINE_BUDGETS = 32
+"""A line longer than this many windows' budgets is cut into pieces of that length (see the pure twin)."""
+cdef Py_ssize_t _LONG_LINE_BUDGETS = LONG_LINE_BUDGETS
 
 cdef extern from "Python.h":
     ctypedef unsigned char Py_UCS1
@@ -169,15 +178,55 @@ cdef list _chunk(str text, const char_t* p, Py_ssize_t n, Py_ssize_t budget, Py_
     """
     cdef list chunks = []
     cdef bint ascii = PyUnicode_IS_ASCII(text)
-    cdef Py_ssize_t start = 0  # offset of the window's first line
+    cdef Py_ssize_t start = 0  # offset of the window's first line (or piece of a cut line)
     cdef Py_ssize_t line = 0   # its 0-based number
     cdef Py_ssize_t stop, end, text_end, back
+    cdef Py_ssize_t longest = budget * _LONG_LINE_BUDGETS  # a longer line is cut into pieces this long
+    cdef Py_ssize_t step = longest - (overlap if overlap < longest // 2 else longest // 2)  # from piece to piece
+    cdef Py_ssize_t last_start, last_end, cut_end, cut_line_end = -1
+    cdef bint at_end
     if n == 0:
         return chunks
     while True:
+        if cut_line_end >= 0:  # start is a later piece of a cut line
+            if cut_line_end - start > longest:  # not its last: a window of its own
+                if _has_text(p, start, start + longest):
+                    chunks.append((line + 1, line + 1, _slice(text, p, start, start + longest, ascii)))
+                start += step
+                continue
+            cut_line_end = -1  # its last piece: a window like any other from here
         stop = _find_newline(p, start + budget - 1, n)  # the window's last '\n'
-        if stop == -1 or stop == n - 1:  # the window runs to the end of the file
-            text_end = n - 1 if p[n - 1] == 10 else n
+        at_end = stop == -1 or stop == n - 1  # the window runs to the end of the file
+        last_end = (n - 1 if p[n - 1] == 10 else n) if at_end else stop
+        # The window's last line is the only one that can be too long to take whole.
+        last_start = start
+        if last_end - start > longest:
+            last_start = _last_newline(p, start, min(start + budget - 1, last_end)) + 1
+            if last_start < start:
+                last_start = start
+        if last_end - last_start > longest:
+            # The window ends with the first piece of that line.
+            _count_newlines(p, last_start, last_end, carriage)  # only to see a '\r' in it
+            end = line + _count_newlines(p, start, last_start, carriage)  # the cut line's 0-based number
+            if carriage[0]:
+                return chunks
+            cut_end = last_start + longest
+            if _has_text(p, start, cut_end):
+                chunks.append((line + 1, end + 1, _slice(text, p, start, cut_end, ascii)))
+            if overlap == 0 or last_start == start:  # nothing to step back over: the next piece
+                line, start, cut_line_end = end, last_start + step, last_end
+                continue
+            # Step back, over whole lines, to cover the overlap behind the piece's end (never to this start).
+            back = _last_newline(p, start, min(last_start, cut_end - overlap + 1))
+            if back >= start:
+                line += _count_newlines(p, start, back + 1, carriage)
+                start = back + 1
+            else:
+                start = _find_newline(p, start, n) + 1
+                line += 1
+            continue
+        if at_end:
+            text_end = last_end
             end = line + _count_newlines(p, start, text_end, carriage) + 1
             if carriage[0]:
                 return chunks

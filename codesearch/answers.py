@@ -119,8 +119,8 @@ def search_answer(query: str, searches: Sequence[tuple[str, SearchInfo | None]],
     Returns:
         ``query``; ``tier`` (one root's tier, or a tier per root); ``refreshed`` (files re-indexed first, all roots);
         ``refreshed_in_memory`` (changed files read into memory only, the stored index left as it was: another
-        process held its write lock, or it is read-only); ``note`` when there is no hit and a search said why (each root's note, named, when there are several);
-        ``hits``.
+        process held its write lock, or it is read-only); ``note`` when there is no hit and a search said why (each
+        root's note, named, when there are several); ``hits``.
     """
     tiers = {root: info.tier if info else None for root, info in searches}
     answer: dict[str, Any] = {"query": query, "tier": next(iter(tiers.values())) if len(tiers) == 1 else tiers,

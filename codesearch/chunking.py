@@ -72,12 +72,14 @@ class ChunkParams:
 
 @dataclass(frozen=True, slots=True)
 class Chunk:
-    """A run of whole lines of one file.
+    """A run of whole lines of one file (or, for a line too long to take whole, of its pieces: see
+    :func:`chunk_lines`).
 
     Attributes:
-        path: the file's path relative to the scanned root, with ``/`` separators.
+        path: the file's path relative to the scanned root, with ``/`` separators; a name that is not UTF-8
+            holds surrogate escapes (``os.fsdecode``).
         start_line: first line, 1-based, as an editor numbers it.
-        end_line: last line, inclusive.
+        end_line: last line, inclusive (a window of one long line starts and ends on it).
         text: the lines joined by ``"\\n"``.
         symbols: names of the definitions this chunk holds, when known.
     """

@@ -24,7 +24,10 @@ offline) and cuts it along its definitions:
 
 Line numbers are those of an editor (``\\r\\n`` and a lone ``\\r`` end a line),
 every non-blank line lands in at least one chunk, and a chunk's text is exactly
-its lines joined by ``"\\n"`` -- the contract of :func:`~codesearch.chunking.chunk_text`.
+its lines joined by ``"\\n"`` -- the contract of :func:`~codesearch.chunking.chunk_text`,
+which also cuts a line too long to take whole (a data blob) into windows: such a
+line reaches a chunk only through the line windows of what holds it, and a window
+that ends inside it holds a piece of it.
 
 ``Chunk.symbols`` holds qualified names: ``"Session.rebuild_method"``,
 ``"super_len"``, ``"Client.Do"`` (Go, whatever the receiver), ``"impl fmt::Display
@@ -220,10 +223,11 @@ def _chunk_definitions(path: str, text: str, params: ChunkParams, lang: Language
         pieces = cutter.cut(root)
     except RecursionError:
         return None
-    if root.has_error and not any(symbols for _, _, symbols in pieces):
+    if root.has_error and not any(symbols for _, _, symbols, _ in pieces):
         return None  # nothing recovered: line windows cut it no worse
     return [
-        Chunk(path, start + 1, end + 1, "\n".join(lines[start : end + 1]), symbols) for start, end, symbols in pieces
+        Chunk(path, start + 1, end + 1, "\n".join(lines[start : end + 1]) if text is None else text, symbols)
+        for start, end, symbols, text in pieces
     ]
 
 
@@ -259,7 +263,8 @@ class _Group:
 
     ``header`` while it holds only a split class's header; ``window`` for a line
     window; ``defines`` when it holds a definition (not only statements, whose
-    symbols are those of the class around them).
+    symbols are those of the class around them); ``text`` for a window whose
+    text is not its whole lines (it holds a piece of a line too long to take whole).
     """
 
     start: int
@@ -268,6 +273,7 @@ class _Group:
     header: bool = False
     window: bool = False
     defines: bool = False
+    text: str | None = None
 
 
 def _end_row(node: Node) -> int:
@@ -310,9 +316,9 @@ class _Cutter:
 
     # -- the tree
 
-    def cut(self, root: Node) -> list[tuple[int, int, tuple[str, ...]]]:
+    def cut(self, root: Node) -> list[tuple[int, int, tuple[str, ...], str | None]]:
         segments = self.segments(root.named_children, 0, len(self.lines) - 1, "", (), 0)
-        return [(g.start, g.end, tuple(dict.fromkeys(g.symbols))) for g in self.group(segments)]
+        return [(g.start, g.end, tuple(dict.fromkeys(g.symbols)), g.text) for g in self.group(segments)]
 
     def children(self, nodes: Iterable[Node], prefix: str) -> Iterable[tuple[Node, Definition | None]]:
         """The nodes of one level with what each defines; transparent and misread nodes give their children."""
@@ -404,6 +410,8 @@ class _Cutter:
             if not segment.is_def and self.trivial(segment.start, segment.end):
                 target = group or (out[-1] if out else None)
                 if target is not None:  # a closing brace stays with what it closes
+                    if target.text is not None:
+                        target.text = "\n".join([target.text, *self.lines[target.end + 1 : segment.end + 1]])
                     target.end = segment.end
                     continue
             size = self.size(segment.start, segment.end)
@@ -515,13 +523,17 @@ class _Cutter:
         return self.windows(segment.start, segment.end, segment.symbols)
 
     def windows(self, start: int, end: int, symbols: tuple[str, ...]) -> list[_Group]:
-        """Line windows over rows ``start..end``, each recording ``symbols``."""
+        """Line windows over rows ``start..end``, each recording ``symbols`` (and its text, when it holds a piece of
+        a line too long to take whole)."""
         params = self.params
         body = "\n".join(self.lines[start : end + 1])
-        return [
-            _Group(start + first - 1, start + last - 1, list(symbols), window=True, defines=True)
-            for first, last, _ in chunk_lines(body, params.target_tokens, params.overlap_tokens, params.chars_per_token)
-        ]
+        groups = []
+        for first, last, text in chunk_lines(body, params.target_tokens, params.overlap_tokens,
+                                             params.chars_per_token):
+            rows = (start + first - 1, start + last - 1)
+            whole = len(text) == self.size(*rows) - 1  # a window's text is a run of its lines: whole, or a piece
+            groups.append(_Group(*rows, list(symbols), window=True, defines=True, text=None if whole else text))
+        return groups
 
 
 def _inner_doc(node: Node) -> bool:

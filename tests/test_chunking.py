@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from codesearch import _chunker_py
+from codesearch._chunker_py import LONG_LINE_BUDGETS
 from codesearch.chunking import BACKEND, Chunk, ChunkParams, chunk_lines, chunk_text, split_lines
 
 try:
@@ -25,12 +26,13 @@ needs_extension = pytest.mark.skipif(
     _chunker_c is None and not os.environ.get("CI"), reason="Cython extension not built"
 )
 
-# Lines of varied length (some far over the budget), blank and whitespace-only
-# lines, and every line terminator an editor knows.
+# Lines of varied length (some far over the budget, some over LONG_LINE_BUDGETS budgets of the small ones drawn
+# below, so that they are cut), blank and whitespace-only lines, and every line terminator an editor knows.
 _line = st.one_of(
     st.text(alphabet=st.characters(blacklist_characters="\r\n"), max_size=40),
     st.text(alphabet=" \t", max_size=5),
     st.text(alphabet="abc xyz_()", min_size=50, max_size=400),
+    st.builds(lambda n, c: c * n, st.integers(0, 2000), st.sampled_from(["x", " ", "\u20ac", "\U0001f600"])),
 )
 _texts = st.builds(
     lambda lines, seps, tail: "".join(line + sep for line, sep in zip(lines, seps)) + tail,
@@ -44,22 +46,48 @@ _params = st.tuples(st.integers(1, 60), st.integers(0, 30), st.integers(1, 5))
 def _check_properties(text: str, target: int, overlap: int, cpt: int) -> None:
     lines = split_lines(text)
     chunks = chunk_lines(text, target, overlap, cpt)
+    longest = target * cpt * LONG_LINE_BUDGETS
+    cut = {number for number, line in enumerate(lines, start=1) if len(line) > longest}
     previous_start = 0
     covered: set[int] = set()
+    pieces: dict[int, list[str]] = {number: [] for number in cut}  # the windows' text of each cut line
     for start, end, body in chunks:
         assert 1 <= start <= end <= len(lines)
-        assert start > previous_start, "starts must strictly increase"
-        assert body == "\n".join(lines[start - 1 : end])
+        assert start > previous_start or start in cut, "starts increase but on a cut line"
         assert body.strip(), "whitespace-only windows are not emitted"
-        # A window stops adding lines as soon as it reaches the budget.
-        assert sum(len(line) + 1 for line in lines[start - 1 : end - 1]) < target * cpt
+        whole = "\n".join(lines[start - 1 : end])
+        if not cut & {start, end}:
+            assert body == whole
+            # A window stops adding lines as soon as it reaches the budget.
+            assert sum(len(line) + 1 for line in lines[start - 1 : end - 1]) < target * cpt
+        else:  # a window holding a piece of a cut line: its last piece, whole lines, its first piece
+            parts = body.split("\n")
+            assert len(parts) == end - start + 1
+            for number, part in enumerate(parts, start=start):
+                line = lines[number - 1]
+                if number not in cut:
+                    assert part == line
+                    continue
+                assert len(part) <= longest and start <= number <= end
+                assert part in line if start == end else line.endswith(part) if number == start else line.startswith(part)
+                assert number in (start, end), "a cut line ends the window that takes its first piece"
+                pieces[number].append(part)
         covered.update(range(start, end + 1))
         previous_start = start
     for number, line in enumerate(lines, start=1):
         if line.strip():
             assert number in covered, f"line {number} is not in any chunk"
+    step = longest - min(overlap * cpt, longest // 2)
+    for number, found in pieces.items():
+        # A cut line's pieces: `longest` characters every `step`, the last one running to the line's end.
+        line = lines[number - 1]
+        starts = range(0, len(line) - longest, step)
+        expected = [line[at : at + longest] for at in starts] + [line[(len(starts)) * step :]]
+        assert set(found) <= set(expected)
+        assert {piece for piece in expected if piece.strip()} <= set(found), f"a piece of line {number} is missing"
+        assert len(found) <= len(expected) + 1
     for (s1, e1, _), (s2, _e2, _) in itertools.pairwise(chunks):
-        if s2 <= e1:
+        if s2 <= e1 and not cut & set(range(s2, e1 + 1)):
             # Overlap covers at most the overlap budget plus the one line that crossed it.
             shared = lines[s2 - 1 : e1]
             assert sum(len(line) + 1 for line in shared[1:]) < max(overlap * cpt, 1)
@@ -104,7 +132,7 @@ def test_twins_agree_on_large_real_text(widen: str, line_end: str) -> None:
     elif line_end == "late-cr":
         text = text + "tail\rline\n"
     assert _chunker_c is not None
-    for params in [(700, 80, 4), (50, 10, 4), (2000, 0, 4), (1, 1, 1)]:
+    for params in [(700, 80, 4), (50, 10, 4), (2000, 0, 4), (1, 1, 1), (1, 0, 1), (1, 40, 1)]:
         assert _chunker_c.chunk_lines(text, *params) == _chunker_py.chunk_lines(text, *params), params
     assert _chunker_c.split_lines(text) == _chunker_py.split_lines(text)
 
@@ -156,12 +184,33 @@ def test_no_final_newline_keeps_last_line() -> None:
     assert chunk_lines(text) == [(1, 3, text)]
 
 
-def test_single_200kb_line_does_not_loop() -> None:
-    line = "x" * 200_000
+def test_single_80kb_line_does_not_loop() -> None:
+    line = "x" * 80_000  # under LONG_LINE_BUDGETS budgets: a line of its own
     assert chunk_lines(line) == [(1, 1, line)]
     text = f"a\n{line}\nb\n{line}\nc"
     chunks = chunk_lines(text)
     assert [(s, e) for s, e, _ in chunks] == [(1, 2), (2, 2), (3, 4), (4, 4), (5, 5)]
+
+
+@pytest.mark.parametrize("chunker", [_chunker_py, _chunker_c] if _chunker_c is not None else [_chunker_py],
+                         ids=["python", "cython"][: 1 + (_chunker_c is not None)])
+def test_a_line_over_the_long_line_budget_is_cut_into_overlapping_windows(chunker) -> None:  # type: ignore[no-untyped-def]
+    longest = 700 * 4 * LONG_LINE_BUDGETS  # 89,600 characters with the default sizes
+    step = longest - 80 * 4
+    line = "".join(f"{i:07d} " for i in range(125_000))  # a 1,000,000-character line, under the 1 MiB file cap
+    chunks = chunker.chunk_lines(line)
+    assert [(s, e) for s, e, _ in chunks] == [(1, 1)] * len(chunks) and len(chunks) == 12
+    assert [body for _, _, body in chunks] == [line[i * step : i * step + longest] for i in range(12)]
+    assert all(len(body) <= longest for _, _, body in chunks)
+    # Between ordinary lines: the window before ends with the line's first piece, a window that starts with the
+    # last piece goes on while under the budget.
+    text = f"a = 1\n{line}\nb = 2\n"
+    chunks = chunker.chunk_lines(text)
+    assert chunks[:2] == [(1, 2, "a = 1\n" + line[:longest]), (2, 2, line[:longest])]
+    assert chunks[-2:] == [(2, 2, line[11 * step :]), (3, 3, "b = 2")]
+    short = line[: 2 * longest + 100]
+    assert chunker.chunk_lines(f"{short}\nb = 2")[-1] == (1, 2, short[2 * step :] + "\nb = 2")
+    assert chunk_text("blob.js", text) == [Chunk("blob.js", s, e, body) for s, e, body in chunks]
 
 
 @pytest.mark.parametrize("text", ["", "\n", "   \n\t\n", "\r\n\r\n"])

@@ -1149,3 +1149,22 @@ def test_serve_and_the_retrievers_answer_for_a_corpus(built: tuple[Corpus, dict[
     assert [(d.metadata["location"], d.metadata["repository"]) for d in documents] == [(h.location, "pyreq")
                                                                                        for h in hits]
     assert documents[0].id == f"pyreq:{hits[0].location}"
+
+
+def test_a_file_whose_name_is_not_utf8_is_left_out_with_its_reason(tmp_path: Path) -> None:
+    # The store's paths are Arrow strings (UTF-8 only): such a name broke the whole build with a UnicodeEncodeError.
+    from codesearch.chunking import ChunkParams
+    from codesearch.corpus.build import WorkerSpec
+    from codesearch.files import SkipReason
+
+    root = tmp_path / "repo"
+    root.mkdir()
+    (root / "ok.py").write_text("x = 1\n")
+    (root / os.fsdecode(b"bad\xffname.py")).write_text("y = 2\n")
+    spec = WorkerSpec(model=None, static=None, int8=False, tier="static", chunking="definitions",
+                      chunk_params=ChunkParams(), max_file_bytes=1 << 20, static_dim=32, full_dim=64, model_fp="",
+                      store_uri=str(tmp_path / "store"))
+    listing = spec.list(str(root))
+    assert [f.rel for f in listing.files] == ["ok.py"]
+    assert (os.fsdecode(b"bad\xffname.py"), SkipReason.NAME_NOT_UTF8) in listing.skipped_paths
+    assert listing.skipped[SkipReason.NAME_NOT_UTF8] == 1

@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from codesearch import definitions
+from codesearch._chunker_py import LONG_LINE_BUDGETS
 from codesearch.chunking import Chunk, ChunkParams, chunk_lines, chunk_text, split_lines, window_heads
 from codesearch.definitions import SUPPORTED_LANGUAGES, chunk_definitions
 from codesearch.languages import LANGUAGES
@@ -28,15 +29,26 @@ def spans(chunks: list[Chunk]) -> list[tuple[int, int, tuple[str, ...]]]:
     return [(c.start_line, c.end_line, c.symbols) for c in chunks]
 
 
-def check_contract(text: str, chunks: list[Chunk]) -> None:
-    """Sorted, in range, text equal to the lines, every non-blank line covered."""
+def check_contract(text: str, chunks: list[Chunk], params: ChunkParams | None = None) -> None:
+    """Sorted, in range, text equal to the lines (but where a line too long to take whole is cut: pieces of it),
+    every non-blank line covered."""
     lines = split_lines(text)
+    params = params or ChunkParams.for_chunking("definitions")
+    longest = params.target_tokens * params.chars_per_token * LONG_LINE_BUDGETS
+    cut = {number for number, line in enumerate(lines, start=1) if len(line) > longest}
     covered: set[int] = set()
     previous = 0
     for chunk in chunks:
         assert 1 <= chunk.start_line <= chunk.end_line <= len(lines), chunk
-        assert chunk.start_line > previous, "chunks are sorted by start line"
-        assert chunk.text == "\n".join(lines[chunk.start_line - 1 : chunk.end_line])
+        assert chunk.start_line > previous or chunk.start_line in cut, "chunks are sorted by start line"
+        if cut & {chunk.start_line, chunk.end_line}:  # a window with a piece of a cut line, at either side
+            parts = chunk.text.split("\n")
+            assert len(parts) == chunk.end_line - chunk.start_line + 1
+            for number, part in enumerate(parts, start=chunk.start_line):
+                assert part in lines[number - 1] if number in cut else part == lines[number - 1]
+                assert len(part) <= longest
+        else:
+            assert chunk.text == "\n".join(lines[chunk.start_line - 1 : chunk.end_line])
         assert chunk.text.strip(), "no whitespace-only chunks"
         assert all(isinstance(s, str) and s for s in chunk.symbols)
         assert len(set(chunk.symbols)) == len(chunk.symbols)
@@ -158,6 +170,21 @@ def test_oversized_function_is_cut_into_line_windows_with_its_symbol() -> None:
     check_contract(text, chunks)
 
 
+def test_a_line_too_long_to_take_whole_is_cut_in_the_windows_of_what_holds_it() -> None:
+    blob = "".join(f"{i:07d}," for i in range(12_500))  # a 100,000-character line: over 32 budgets of 1,600
+    text = f"import os\n\n\ndef table():\n    return [\n        {blob}\n    ]\n\n\nZ = 1\n"
+    chunks = chunk_definitions("m.py", text)
+    check_contract(text, chunks)
+    longest = 400 * 4 * LONG_LINE_BUDGETS
+    assert max(len(c.text) for c in chunks) <= 1_600 + longest
+    line = f"        {blob}"
+    inside = [c for c in chunks if c.symbols == ("table",)]
+    assert [(c.start_line, c.end_line) for c in inside] == [(4, 6), (6, 6), (6, 6), (7, 7)]
+    assert inside[0].text == "def table():\n    return [\n" + line[:longest]  # ends with the line's first piece
+    assert [c.text for c in inside[1:]] == [line[:longest], line[longest - 320 :], "    ]"]
+    assert (chunks[0].text, chunks[-1].text) == ("import os", "Z = 1")
+
+
 def test_window_heads_names_the_first_window_of_each_long_definition() -> None:
     body = "\n".join(f"    total += compute_value_{i}(argument_{i})" for i in range(100))
     text = f"import os\n\n\ndef long_function(x):\n    total = 0\n{body}\n    return total\n\n\nZ = 1\n"
@@ -254,7 +281,7 @@ def test_comments_attach_only_when_directly_above() -> None:
     chunks = chunk_definitions("m.py", text, ChunkParams(target_tokens=5, overlap_tokens=0))
     assert [(c.start_line, c.symbols) for c in chunks if c.symbols] == [(3, ("f",)), (8, ("g",))]
     check_contract(text, chunks)
-    check_contract(text, chunk_definitions("m.py", text, tiny))
+    check_contract(text, chunk_definitions("m.py", text, tiny), tiny)
 
 
 def test_python_definitions_under_if_and_try_blocks_keep_their_names() -> None:
@@ -701,7 +728,7 @@ def test_generated_python_satisfies_the_contract(text: str, params: ChunkParams)
         assert cut == (chunk_text("gen.py", text, params), "python", definitions.PARSE_ERROR)
     else:
         assert cut == (chunks, "python", None)
-    check_contract(text, cut.chunks)
+    check_contract(text, cut.chunks, params)
 
 
 _code_text = st.lists(
@@ -718,7 +745,7 @@ _code_text = st.lists(
 @given(text=_code_text, language=st.sampled_from(SUPPORTED_LANGUAGES), params=_params)
 def test_arbitrary_text_never_raises_and_is_covered(text: str, language: str, params: ChunkParams) -> None:
     chunks = definitions._chunk_definitions("any", text, params, LANGUAGES[language])
-    check_contract(text, chunks if chunks is not None else chunk_text("any", text, params))
+    check_contract(text, chunks if chunks is not None else chunk_text("any", text, params), params)
 
 
 @settings(max_examples=100, deadline=None)
@@ -736,7 +763,7 @@ def test_real_files_satisfy_the_contract(params: ChunkParams) -> None:
         text = source.read_text(encoding="utf-8")
         chunks = definitions._chunk_definitions(source.name, text, params, LANGUAGES["python"])
         assert chunks is not None
-        check_contract(text, chunks)
+        check_contract(text, chunks, params)
 
 
 def test_requests_corpus(requests_corpus: Path) -> None:

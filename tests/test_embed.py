@@ -14,6 +14,7 @@ import pytest
 from codesearch.chunking import document_text
 from codesearch.embedding import Embedder, EmbedReport
 from codesearch.embedding.catalogue import resolve_model
+from codesearch.embedding.onnx import tokenizer_text
 from codesearch.exceptions import ExportError, ModelNotAvailableError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -262,3 +263,13 @@ def test_the_pytorch_encoder_reads_the_same_tokens_as_onnx(  # type: ignore[no-u
     assert (got * want).sum(axis=1).min() >= 0.9999  # padded batches give the unpadded vectors
     int8 = minilm_int8_embedder.embed_documents(texts)
     assert (got * int8).sum(axis=1).min() >= 0.98  # within the int8 gate's tolerance of fp32
+
+
+def test_a_text_holding_a_byte_that_is_not_utf8_is_tokenized_with_a_replacement(minilm_int8_embedder) -> None:  # type: ignore[no-untyped-def]
+    # A path that is not UTF-8 (os.fsdecode keeps the byte as a surrogate escape), or a query typed with one.
+    query, replaced = os.fsdecode(b"redirect \xff after post"), "redirect \ufffd after post"
+    assert minilm_int8_embedder.embed_query(query).tolist() == minilm_int8_embedder.embed_query(replaced).tolist()
+    documents = minilm_int8_embedder.embed_documents([os.fsdecode(b"src/bad\xffname.py\ndef f():\n    return 1")])
+    assert documents.shape == (1, minilm_int8_embedder.dim) and np.isfinite(documents).all()
+    assert tokenizer_text("plain \udcff\ud800 text") == "plain \ufffd\ufffd text"
+    assert tokenizer_text("é plain") == "é plain"

@@ -79,7 +79,10 @@ def test_a_one_megabyte_line_is_indexed_and_found(repo: Path, tmp_path: Path) ->
     report = cs.index()
     assert report.files == 3
     hit = cs.search("needle_at_the_end", k=1, mode="bm25")[0]
-    assert hit.path == "bundle.js" and hit.start_line == hit.end_line == 1 and len(hit.text) == len(line)
+    # Cut into windows of at most 51,200 characters (32 budgets of the definitions' 1,600), on line 1 all of them.
+    assert hit.path == "bundle.js" and hit.start_line == hit.end_line == 1
+    assert hit.text.endswith(",needle_at_the_end;") and len(hit.text) <= 51_200
+    assert [(s, e) for p, s, e in cs.locations() if p == "bundle.js"] == [(1, 1)] * 20
     assert cs.search("super_len", k=1)[0].path == "pkg/utils.py"
 
 

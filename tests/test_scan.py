@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import builtins
 import codecs
+import importlib
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -166,7 +167,7 @@ def test_unreadable_and_vanished_files_are_reported(tmp_path: Path, monkeypatch:
     _write(tmp_path, "ok.py", "x = 1\n")
     _write(tmp_path, "locked.py", "x = 2\n")
     _write(tmp_path, "gone.py", "x = 3\n")
-    real_open = builtins.open
+    real_open = os.open
 
     def fake_open(file, *args, **kwargs):  # type: ignore[no-untyped-def]
         name = os.fspath(file)
@@ -176,7 +177,7 @@ def test_unreadable_and_vanished_files_are_reported(tmp_path: Path, monkeypatch:
             os.unlink(name)  # vanishes between listing and reading
         return real_open(file, *args, **kwargs)
 
-    monkeypatch.setattr(builtins, "open", fake_open)
+    monkeypatch.setattr(os, "open", fake_open)
     result = scan(tmp_path)
     assert _paths(result) == ["ok.py"]
     assert result.skipped[SkipReason.UNREADABLE] == 2
@@ -207,3 +208,192 @@ def test_exclude_dirs_prunes_an_index_inside_the_root(tree: Path) -> None:
     result = scan(tree, exclude_dirs=[index])
     assert "src/util/helpers.py" not in _paths(result)
     assert ("src/util", SkipReason.SKIPPED_DIR) in result.skipped_paths
+
+
+# --- names that are not UTF-8, special files, files swapped between listing and reading ---------------
+
+_scan_module = importlib.import_module("codesearch.files.scan")
+
+
+def _swap_after_listing(monkeypatch: pytest.MonkeyPatch, module: object, swap: Callable[[], None]) -> None:
+    """Make ``module.list_files`` run ``swap`` right after it lists: the file changes between listing and reading."""
+    real = module.list_files  # type: ignore[attr-defined]
+
+    def listed_then_swapped(*args: object, **kwargs: object) -> object:
+        listing = real(*args, **kwargs)
+        swap()
+        return listing
+
+    monkeypatch.setattr(module, "list_files", listed_then_swapped)
+
+
+def test_a_name_that_is_not_utf8_is_kept_losslessly(tmp_path: Path) -> None:
+    base = os.fsencode(tmp_path)
+    os.mkdir(base + b"/d\xfe")
+    for name in (b"/bad\xffname.py", b"/d\xfe/ok.py"):
+        with open(base + name, "wb") as handle:
+            handle.write(b"def f():\n    return 1\n")
+    result = scan(tmp_path)
+    assert sorted(os.fsencode(path) for path in _paths(result)) == [b"bad\xffname.py", b"d\xfe/ok.py"]
+    for path in _paths(result):  # the name a file is listed under opens it again
+        assert (tmp_path / path).read_bytes() == b"def f():\n    return 1\n"
+    assert set(result.stats) == set(_paths(result)) and "d\udcfe/" in result.walk_stats
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_a_fifo_in_the_tree_is_a_special_file(tmp_path: Path) -> None:
+    _write(tmp_path, "a.py", "x = 1\n")
+    os.mkfifo(tmp_path / "pipe.py")
+    result = scan(tmp_path)
+    assert _paths(result) == ["a.py"]
+    assert dict(result.skipped_paths)["pipe.py"] == SkipReason.SPECIAL
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_a_fifo_named_like_an_ignore_file_is_read_as_empty_without_blocking(tmp_path: Path) -> None:
+    _write(tmp_path, "a.py", "x = 1\n")
+    _write(tmp_path, "sub/b.py", "y = 2\n")
+    os.mkfifo(tmp_path / ".gitignore")
+    os.mkfifo(tmp_path / "sub" / ".codesearchignore")
+    result = scan(tmp_path)  # used to block for ever, opening the FIFO with no writer
+    assert _paths(result) == ["a.py", "sub/b.py"]
+    assert result.skipped[SkipReason.SPECIAL] == 2
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_a_file_swapped_for_a_fifo_after_listing_is_skipped_without_blocking(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _write(tmp_path, "a.py", "x = 1\n")
+    _write(tmp_path, "b.py", "y = 2\n")
+
+    def swap() -> None:
+        os.unlink(tmp_path / "b.py")
+        os.mkfifo(tmp_path / "b.py")
+
+    _swap_after_listing(monkeypatch, _scan_module, swap)
+    result = scan(tmp_path)  # used to block for ever
+    assert _paths(result) == ["a.py"]
+    assert dict(result.skipped_paths)["b.py"] == SkipReason.SPECIAL
+
+
+def test_a_file_swapped_for_a_link_out_of_the_tree_after_listing_is_not_read(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = tmp_path / "root"
+    _write(root, "a.py", "x = 1\n")
+    _write(root, "b.py", "y = 2\n")
+    _write(tmp_path, "outside/secret.py", "SECRET = 1\n")
+
+    def swap() -> None:
+        os.unlink(root / "b.py")
+        os.symlink(tmp_path / "outside" / "secret.py", root / "b.py")
+
+    _swap_after_listing(monkeypatch, _scan_module, swap)
+    result = scan(root)
+    assert _paths(result) == ["a.py"]
+    assert all("SECRET" not in f.text for f in result.files)
+    assert dict(result.skipped_paths)["b.py"] == SkipReason.SYMLINK
+
+
+def test_a_followed_link_is_read_through_its_target_inside_the_root(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = tmp_path / "root"
+    _write(root, "real/mod.py", "x = 1\n")
+    os.symlink(root / "real" / "mod.py", root / "alias.py")
+    _write(tmp_path, "outside/secret.py", "SECRET = 1\n")
+    assert _paths(scan(root, follow_symlinks=True)) == ["alias.py", "real/mod.py"]
+
+    def swap() -> None:  # the target inside the root becomes a link out of it
+        os.unlink(root / "real" / "mod.py")
+        os.symlink(tmp_path / "outside" / "secret.py", root / "real" / "mod.py")
+
+    _swap_after_listing(monkeypatch, _scan_module, swap)
+    result = scan(root, follow_symlinks=True)
+    assert _paths(result) == [] and result.skipped[SkipReason.SYMLINK] == 2
+
+
+# --- ignore files as git reads them ------------------------------------------------------------------
+
+# Names to ask about, and lines pathspec refuses (or compiles into a bad regular expression) that git reads:
+# a reversed range matches its first character, a lone "!" or a line ending in an odd backslash matches
+# nothing, an escaped slash is a slash.
+_NAMES = ("a", "b", "x", "z", "xa", "xz", "ab", "bb", "!", "\\", "a\\", "f", "[z-a]", "-", "q/a", "q/b")
+_GIT_LINES = ("[z-a]", "[!z-a]", "x[z-a]", "[xz-a]", "*[z-a]*", "[!z-a]b", "[--*]", "[z-a]/", "!", "!  ", "\\",
+              "a\\", "!\\", "b\\", "a\\ \\", "q\\/a", "\\/a", "a\\/", "q\\/*", "**\\/b")
+# What git 2.39 answers (`git check-ignore --no-index`) for each line above, when no git is at hand.
+_GIT_IGNORES = {
+    "[z-a]": {"z"}, "[!z-a]": {"a", "b", "x", "!", "\\", "f", "-", "q/a", "q/b"}, "x[z-a]": {"xz"}, "[xz-a]": {"x", "z"},
+    "*[z-a]*": {"z", "xz", "[z-a]"}, "[!z-a]b": {"ab", "bb"}, "[--*]": {"-"}, "[z-a]/": set(), "!": set(),
+    "!  ": set(), "\\": set(), "a\\": set(), "!\\": set(), "b\\": set(), "a\\ \\": set(), "q\\/a": {"q/a"},
+    "\\/a": set(), "a\\/": set(), "q\\/*": {"q/a", "q/b"}, "**\\/b": {"q/b"},
+}
+
+
+def _git_ignores(root: Path, names: tuple[str, ...]) -> set[str] | None:
+    """The names git ignores under ``root`` (a repository is made there), or ``None`` without git."""
+    import shutil
+    import subprocess
+
+    if shutil.which("git") is None:
+        return None
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    run = subprocess.run(["git", "-C", str(root), "check-ignore", "--no-index", "--stdin", "-z"],
+                         input="\0".join(names) + "\0", capture_output=True, text=True)
+    return set(run.stdout.split("\0")) - {""}
+
+
+@pytest.mark.parametrize("line", _GIT_LINES)
+def test_an_ignore_line_pathspec_refuses_is_read_as_git_reads_it(tmp_path: Path, line: str) -> None:
+    root = tmp_path / "repo"
+    for name in _NAMES:
+        _write(root, name, "x = 1\n")
+    _write(root, ".gitignore", line + "\n")
+    ignored = {path for path, reason in scan(root).skipped_paths if reason == SkipReason.IGNORED}
+    git = _git_ignores(root, _NAMES)
+    expected = _GIT_IGNORES[line] if git is None else git
+    assert (git is None or git == _GIT_IGNORES[line]), f"git {git} differs from what was recorded"
+    # A folder git ignores is pruned: its files are not listed, so count them by folder.
+    ours = {name for name in _NAMES if name in ignored or name.split("/")[0] in ignored}
+    assert ours == expected
+
+
+def test_an_unusable_ignore_line_warns_once_naming_its_file_and_line(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    _write(tmp_path, "a.py", "x = 1\n")
+    _write(tmp_path, "g.log", "x\n")
+    _write(tmp_path, "x/b.py", "y = 2\n")
+    _write(tmp_path, "x/.gitignore", "# comment\n*.log\n!\n[z-a]\n")
+    _write(tmp_path, ".gitignore", "*.log\n")
+    with caplog.at_level("WARNING", logger="codesearch.files.ignore"):
+        first = scan(tmp_path)
+        second = scan(tmp_path)
+    assert _paths(first) == _paths(second) == [".gitignore", "a.py", "x/.gitignore", "x/b.py"]
+    warnings = [r.getMessage() for r in caplog.records if r.name == "codesearch.files.ignore"]
+    assert len(warnings) == 2, warnings
+    assert any(str(tmp_path / "x" / ".gitignore") + ":3" in w and "'!'" in w for w in warnings)
+    assert any(str(tmp_path / "x" / ".gitignore") + ":4" in w and "[z-a]" in w for w in warnings)
+    # A line of .codesearchignore is named by its own file and number, whether .gitignore is there or not.
+    caplog.clear()
+    _write(tmp_path, "y/.codesearchignore", "*.log\n!\n")
+    _write(tmp_path, "z/.gitignore", "")
+    _write(tmp_path, "z/.codesearchignore", "\\\n")
+    with caplog.at_level("WARNING", logger="codesearch.files.ignore"):
+        scan(tmp_path)
+    warnings = sorted(r.getMessage() for r in caplog.records if r.name == "codesearch.files.ignore")
+    assert len(warnings) == 2, warnings
+    assert str(tmp_path / "y" / ".codesearchignore") + ":2: '!'" in warnings[0]
+    assert str(tmp_path / "z" / ".codesearchignore") + ":1: '\\\\'" in warnings[1]
+
+
+@pytest.mark.skipif(not hasattr(os, "symlink"), reason="no links here")
+def test_a_linked_ignore_file_is_not_followed_as_git_does_not(tmp_path: Path) -> None:
+    root = tmp_path / "repo"
+    _write(root, "a.log", "x\n")
+    _write(root, "b.py", "y\n")
+    _write(tmp_path, "rules", "*.log\n")
+    os.symlink(tmp_path / "rules", root / ".gitignore")
+    result = scan(root)
+    assert _paths(result) == ["a.log", "b.py"]
+    git = _git_ignores(root, ("a.log", "b.py"))
+    assert git is None or git == set()

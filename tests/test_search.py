@@ -6,6 +6,7 @@ the real ONNX model is exercised in tests/test_search_minilm.py.
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -419,3 +420,130 @@ def test_an_empty_answer_says_why(repo: Path, tmp_path: Path, hashing_embedder: 
     assert note("redirect", mode="bm25", scope="src/pkg/utils.py") == (
         "no chunk in scope holds a word of the query (redirect); they occur only outside the scope")
     assert cs.search("redirect", k=1) and cs.last_search is not None and cs.last_search.note is None
+
+
+# -- any file name, any file: no file breaks a repository --------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def static_embedder():  # type: ignore[no-untyped-def]
+    """The real static tier (distilled from MiniLM into the cache once): the tokenizer a bad name used to reach."""
+    from codesearch.embedding import StaticEmbedder
+
+    return StaticEmbedder("minilm", export_progress=False)
+
+
+def _later(path: Path, text: str) -> None:
+    """Write ``text`` with a modification time a second past the last one, so a stat pass sees the change at once."""
+    before = path.stat().st_mtime_ns if path.exists() else 0
+    path.write_text(text)
+    os.utime(path, ns=(before + 10**9, before + 10**9))
+
+
+def _name(raw: bytes) -> str:
+    return os.fsdecode(raw)
+
+
+@pytest.mark.slow
+def test_a_name_that_is_not_utf8_is_indexed_read_back_refreshed_renamed_and_deleted(
+        tmp_path: Path, static_embedder) -> None:  # type: ignore[no-untyped-def]
+    root = tmp_path / _name(b"r\xfdoot")
+    (root / _name(b"d\xfe")).mkdir(parents=True)
+    bad = root / _name(b"bad\xffname.py")
+    bad.write_text("def fetch_redirect():\n    return 1\n")
+    (root / _name(b"d\xfe") / "ok.py").write_text("def other_thing():\n    return 2\n")
+    for n in range(3):  # a word in half of the files scores nothing in BM25: more files
+        (root / f"filler_{n}.py").write_text(f"VALUE_{n} = {n}\n")
+    cs = CodeSearch(root, model=HashingEmbedder("minilm"), static=static_embedder, index_dir=tmp_path / "index")
+
+    hits = cs.search("fetch redirect", k=5)  # the static tier tokenizes the path: a TypeError before
+    assert cs.last_search is not None and cs.last_search.tier == "static"
+    assert hits[0].path == _name(b"bad\xffname.py") and os.fsencode(hits[0].path) == b"bad\xffname.py"
+    assert (root / hits[0].path).read_text() == "def fetch_redirect():\n    return 1\n"  # the name opens the file
+    assert {os.fsencode(h.path) for h in cs.search("return", k=5, mode="bm25")} == {b"bad\xffname.py", b"d\xfe/ok.py"}
+    assert {os.fsencode(h.path) for h in cs.search("return", k=5, mode="bm25", scope=_name(b"d\xfe"))} == {b"d\xfe/ok.py"}
+    cs.index()  # the transformer's tier too, committed
+    again = CodeSearch(root, model=HashingEmbedder("minilm"), static=static_embedder, index_dir=tmp_path / "index")
+    assert [h.location for h in again.search("fetch redirect", k=5)] == [h.location for h in cs.search("fetch redirect", k=5)]
+    assert again.verify() > 0 and again.status()["files"] == 5
+
+    _later(bad, "def fetch_redirect():\n    return 'changed'\n")
+    assert [h.path for h in cs.search("changed", mode="bm25")] == [_name(b"bad\xffname.py")]
+    renamed = root / _name(b"re\xfenamed.py")
+    os.rename(bad, renamed)
+    assert [h.path for h in cs.search("fetch redirect", mode="bm25")] == [_name(b"re\xfenamed.py")]
+    renamed.unlink()
+    assert cs.search("fetch redirect", mode="bm25") == []
+    for mode in ("hybrid", "dense", "bm25"):  # a query holding a byte that is not UTF-8, as a shell hands it over
+        found = cs.search(_name(b"other thing \xff"), mode=mode)  # type: ignore[arg-type]
+        assert [os.fsencode(h.path) for h in found[:1]] == [b"d\xfe/ok.py"]
+
+
+def _swap_after_listing(monkeypatch: pytest.MonkeyPatch, swap) -> None:  # type: ignore[no-untyped-def]
+    real = builder_module.list_files
+
+    def listed_then_swapped(*args, **kwargs):  # type: ignore[no-untyped-def]
+        listing = real(*args, **kwargs)
+        swap()
+        return listing
+
+    monkeypatch.setattr(builder_module, "list_files", listed_then_swapped)
+
+
+def test_a_file_swapped_for_a_link_out_of_the_tree_while_indexing_is_not_read(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = tmp_path / "repo"
+    root.mkdir()
+    (root / "a.py").write_text("def kept():\n    return 1\n")
+    (root / "b.py").write_text("def swapped():\n    return 2\n")
+    for n in range(3):  # a word in half of the files scores nothing in BM25: more files
+        (root / f"filler_{n}.py").write_text(f"VALUE_{n} = {n}\n")
+    (tmp_path / "secret.py").write_text("SECRET_TOKEN = 'outside the tree'\n")
+
+    def swap() -> None:
+        (root / "b.py").unlink()
+        os.symlink(tmp_path / "secret.py", root / "b.py")
+
+    _swap_after_listing(monkeypatch, swap)
+    cs = CodeSearch(root, model=None, index_dir=tmp_path / "index")
+    assert cs.index().files == 4
+    assert cs.search("SECRET_TOKEN outside", mode="bm25") == []
+    assert [h.path for h in cs.search("kept", mode="bm25")] == ["a.py"]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_a_file_swapped_for_a_fifo_while_indexing_is_skipped_without_blocking(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = tmp_path / "repo"
+    root.mkdir()
+    (root / "a.py").write_text("def kept():\n    return 1\n")
+    (root / "b.py").write_text("def swapped():\n    return 2\n")
+
+    def swap() -> None:
+        (root / "b.py").unlink()
+        os.mkfifo(root / "b.py")
+
+    _swap_after_listing(monkeypatch, swap)
+    cs = CodeSearch(root, model=None, index_dir=tmp_path / "index")
+    assert cs.index().files == 1  # blocked for ever before, holding the write lock
+    assert [h.path for h in cs.search("kept swapped", mode="bm25")] == ["a.py"]
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_an_empty_answer_names_special_files(repo: Path, tmp_path: Path) -> None:
+    (repo / "pipes").mkdir()
+    os.mkfifo(repo / "pipes" / "feed.py")
+    cs = CodeSearch(repo, model=None, index_dir=tmp_path / "index")
+    assert cs.search("redirect", mode="bm25", scope="pipes") == []
+    assert cs.last_search is not None
+    assert cs.last_search.note == "no indexed file under 'pipes': the files there were skipped (1 special file)"
+
+
+def test_a_tree_whose_chunks_hold_no_word_is_an_empty_repository(tmp_path: Path) -> None:
+    root = tmp_path / "repo"
+    root.mkdir()
+    (root / "+").write_text("-- ;; ++\n")  # found by tests/test_fuzz_trees.py: a ValueError from BM25 before
+    cs = CodeSearch(root, model=None, index_dir=tmp_path / "index")
+    with pytest.raises(EmptyRepositoryError, match="hold no word"):
+        cs.index()

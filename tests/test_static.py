@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -44,3 +46,12 @@ def test_static_vectors_find_related_code(static: StaticEmbedder) -> None:
     ]
     scores = static.embed_documents(docs) @ static.embed_query("retry a failing call with exponential backoff")
     assert int(np.argmax(scores)) == 0
+
+
+def test_a_text_holding_a_byte_that_is_not_utf8_is_embedded_as_with_a_replacement(static: StaticEmbedder) -> None:
+    # The path of a file whose name is not UTF-8 (os.fsdecode: a surrogate escape) reached the tokenizer, which
+    # refused it with a TypeError; a query typed with such a byte did too.
+    texts = [os.fsdecode(b"src/bad\xffname.py\ndef fetch():\n    return 1"), os.fsdecode(b"redirect \xff")]
+    replaced = ["src/bad\ufffdname.py\ndef fetch():\n    return 1", "redirect \ufffd"]
+    assert static.embed_documents(texts).tolist() == static.embed_documents(replaced).tolist()
+    assert static.embed_query(texts[1]).tolist() == static.embed_query(replaced[1]).tolist()

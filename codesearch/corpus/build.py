@@ -108,8 +108,28 @@ class WorkerSpec:
         return pa.schema([*fields, pa.field("record", pa.string()), pa.field("payload", pa.string())])
 
     def list(self, root: str) -> Listing:
-        """The files of the repository at ``root`` as every worker walks it (the driver's stat pass too)."""
-        return list_files(root, max_file_bytes=self.max_file_bytes, exclude_dirs=self.exclude_dirs)
+        """The files of the repository at ``root`` as every worker walks it (the driver's stat pass too).
+
+        A file whose name is not UTF-8 is skipped (``name_not_utf8``): the store's paths are Arrow strings, which
+        hold UTF-8 only (a single repository's index keeps such a name as it is).
+        """
+        listing = list_files(root, max_file_bytes=self.max_file_bytes, exclude_dirs=self.exclude_dirs)
+        named = [f for f in listing.files if _utf8(f.rel)]
+        if len(named) < len(listing.files):
+            for f in listing.files:
+                if not _utf8(f.rel):
+                    listing.skip(f.rel, SkipReason.NAME_NOT_UTF8)
+            listing.files = named
+        return listing
+
+
+def _utf8(text: str) -> bool:
+    """Whether ``text`` holds no surrogate escape (a byte of a file name that was not UTF-8)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 STORED_FILE_COLUMNS = ["path", "sha256", "size", "mtime_ns", "chunks"]

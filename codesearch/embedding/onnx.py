@@ -1,13 +1,21 @@
 """The onnxruntime session and the fast tokenizer of one exported graph.
 
 This module alone creates an ``InferenceSession`` and loads a ``tokenizers``
-tokenizer for the transformer (fastembed's ``onnx_model.py`` plays the same
-part): :class:`OnnxEncoder` takes texts and gives pooled vectors.
+tokenizer (fastembed's ``onnx_model.py`` plays the same part):
+:class:`OnnxEncoder` takes texts and gives pooled vectors, and
+:func:`load_tokenizer` gives the static tier its tokenizer.
+
+A tokenizer takes valid Unicode only (a Rust string cannot hold a lone
+surrogate: ``tokenizers`` refuses such a ``str`` with a ``TypeError``), and a
+Python ``str`` here may hold one: a file name that is not UTF-8 keeps each
+such byte as a surrogate escape (``os.fsdecode``), and so does a query typed
+with one. Every text reaches a tokenizer through :func:`tokenizer_text`.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -24,6 +32,30 @@ from codesearch.jsonfiles import read_json
 ONNX_FILE = "model.onnx"
 TOKENIZER_FILE = "tokenizer.json"
 CONFIG_FILE = "config.json"
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def tokenizer_text(text: str) -> str:
+    """``text`` as a tokenizer may take it: each lone surrogate (a byte that was not UTF-8) becomes U+FFFD."""
+    if text.isascii() or _LONE_SURROGATE.search(text) is None:
+        return text
+    return _LONE_SURROGATE.sub("\ufffd", text)
+
+
+def load_tokenizer(folder: Path) -> Any:
+    """The fast tokenizer (``tokenizers.Tokenizer``) saved in ``folder``, without truncation or padding.
+
+    Raises:
+        Exception: what ``tokenizers`` raises for a missing or unreadable file.
+    """
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(folder / TOKENIZER_FILE))
+    tokenizer.no_truncation()
+    tokenizer.no_padding()
+    return tokenizer
 
 
 def available_cores() -> int:
@@ -140,16 +172,6 @@ class OnnxEncoder:
             yield np.array([row]), input_ids, np.ones_like(input_ids)
 
 
-def load_tokenizer(folder: Path) -> Any:
-    """The fast tokenizer of an export or model folder, with its own truncation and padding off."""
-    from tokenizers import Tokenizer
-
-    tokenizer = Tokenizer.from_file(str(folder / TOKENIZER_FILE))
-    tokenizer.no_truncation()
-    tokenizer.no_padding()
-    return tokenizer
-
-
 def tokenize(tokenizer: Any, texts: Sequence[str], limit: int) -> tuple[list[list[int]], np.ndarray]:
     """Token ids of ``texts`` truncated to ``limit`` tokens (closing special tokens kept), and the untruncated counts.
 
@@ -158,7 +180,7 @@ def tokenize(tokenizer: Any, texts: Sequence[str], limit: int) -> tuple[list[lis
     """
     # encode_batch_fast (tokenizers >= 0.21) skips the character offsets we never use.
     encode = getattr(tokenizer, "encode_batch_fast", tokenizer.encode_batch)
-    encodings = encode(list(texts))
+    encodings = encode([tokenizer_text(text) for text in texts])
     ids: list[list[int]] = []
     counts = np.empty(len(encodings), dtype=np.int64)
     for row, encoding in enumerate(encodings):
@@ -183,4 +205,5 @@ def _run_length(flags: Sequence[int]) -> int:
     return n
 
 
-__all__ = ["CONFIG_FILE", "ONNX_FILE", "TOKENIZER_FILE", "OnnxEncoder", "available_cores", "load_tokenizer", "tokenize"]
+__all__ = ["CONFIG_FILE", "ONNX_FILE", "TOKENIZER_FILE", "OnnxEncoder", "available_cores", "load_tokenizer", "tokenize",
+           "tokenizer_text"]

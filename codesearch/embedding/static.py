@@ -21,7 +21,7 @@ import numpy as np
 from codesearch.cache import MANIFEST_FILE
 from codesearch.embedding.catalogue import DEFAULT_MODEL, ModelSpec, resolve_model
 from codesearch.embedding.distill import STATIC_EMBEDDINGS_FILE, export_static, find_static
-from codesearch.embedding.onnx import TOKENIZER_FILE
+from codesearch.embedding.onnx import load_tokenizer, tokenizer_text
 from codesearch.embedding.vectors import l2_normalize
 from codesearch.embedding.wordpiece import WordPieceWords
 from codesearch.exceptions import ModelNotAvailableError
@@ -62,16 +62,12 @@ class StaticEmbedder:
         self.last_seconds = 0.0
 
     def _load(self, folder: Path) -> None:
-        from tokenizers import Tokenizer
-
         try:
             manifest = json.loads((folder / MANIFEST_FILE).read_text(encoding="utf-8"))
             self.embeddings = np.load(folder / STATIC_EMBEDDINGS_FILE, allow_pickle=False)
-            self.tokenizer = Tokenizer.from_file(str(folder / TOKENIZER_FILE))
+            self.tokenizer = load_tokenizer(folder)
         except (OSError, ValueError) as exc:
             raise ModelNotAvailableError(f"cannot read the static model in {folder} ({exc}); delete it to distil again") from exc
-        self.tokenizer.no_truncation()
-        self.tokenizer.no_padding()
         self.dim = int(self.embeddings.shape[1])
         self.normalize = bool(manifest.get("normalize", True))
         self.unk_token_id = manifest.get("unk_token_id")
@@ -91,7 +87,7 @@ class StaticEmbedder:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         embeddings, unk, words = self.embeddings, self.unk_token_id, self._words
         for first in range(0, len(texts), BATCH):
-            batch = [t[: self.max_chars] for t in texts[first:first + BATCH]]
+            batch = [tokenizer_text(t[: self.max_chars]) for t in texts[first:first + BATCH]]
             known: list[list[int] | None] = [words.ids(t) for t in batch] if words is not None else [None] * len(batch)
             rest = [i for i, ids in enumerate(known) if ids is None]
             if rest:  # texts the fast path does not take, through the tokenizer in one call

@@ -9,6 +9,14 @@ rest. Every skipped file is counted under one reason.
 Text is decoded as UTF-8 (a BOM is dropped, invalid bytes become U+FFFD) or as
 UTF-16/32 when a BOM says so. A file that cannot be read (permission denied,
 vanished mid-walk) is skipped as ``unreadable``.
+
+Files are read through :func:`codesearch.files.read.read_file`, which no swap
+between listing and reading can mislead (a link, a FIFO, a device are skipped
+with their reason, never read).
+
+Names are kept as the operating system gives them to :func:`os.scandir`: a
+name that is not UTF-8 holds surrogate escapes (``os.fsdecode``), so
+``os.fsencode(path)`` is the name's own bytes and the path opens the file again.
 """
 
 from __future__ import annotations
@@ -23,7 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from codesearch.exceptions import RootNotFoundError
-from codesearch.files.walk import IGNORE_FILES, MAX_FILE_BYTES, SNIFF_BYTES, SkipReason, file_reason, walk
+from codesearch.files.read import SkippedFile, SkipReason, read_file
+from codesearch.files.walk import IGNORE_FILES, MAX_FILE_BYTES, SNIFF_BYTES, file_reason, walk
 
 RACY_NS = 2_000_000_000
 """A folder or ignore file changed this recently before the walk read it is not trusted to show a
@@ -116,7 +125,11 @@ def decode_bytes(data: bytes) -> tuple[str, str] | None:
 
 @dataclass(frozen=True, slots=True)
 class Listed:
-    """A file the walk met that the name, extension and size rules keep: to be read, or compared by its stat."""
+    """A file the walk met that the name, extension and size rules keep: to be read, or compared by its stat.
+
+    ``path`` is what is opened: the file itself, or for a link followed inside
+    the root, its target as the walk resolved it (a link is never opened).
+    """
 
     rel: str
     path: str
@@ -185,7 +198,7 @@ def list_files(
         if reason is not None or info is None:
             listing.skip(found.rel, reason or SkipReason.UNREADABLE)
             continue
-        listing.files.append(Listed(found.rel, found.entry.path, info.st_size, info.st_mtime_ns))
+        listing.files.append(Listed(found.rel, found.path, info.st_size, info.st_mtime_ns))
     return listing
 
 
@@ -221,13 +234,9 @@ def scan(
         rel = listed.rel
         result.stats[rel] = (listed.size, listed.mtime_ns)
         try:
-            with open(listed.path, "rb") as handle:
-                data = handle.read(max_file_bytes + 1)
-        except OSError:
-            result._skip(rel, SkipReason.UNREADABLE)
-            continue
-        if len(data) > max_file_bytes:  # grew since it was stat'ed
-            result._skip(rel, SkipReason.TOO_LARGE)
+            data = read_file(listed.path, max_file_bytes)
+        except SkippedFile as skipped:
+            result._skip(rel, skipped.reason)
             continue
         decoded = decode_bytes(data)
         if decoded is None:
@@ -245,5 +254,5 @@ def _trusted(size: int, mtime_ns: int) -> tuple[int, int]:
     return (size, -1 if time.time_ns() - mtime_ns < RACY_NS else mtime_ns)
 
 
-__all__ = ["IGNORE_FILES", "MAX_FILE_BYTES", "RACY_NS", "Listed", "Listing", "ScanResult", "SkipReason", "SourceFile",
-           "decode_bytes", "list_files", "scan"]
+__all__ = ["IGNORE_FILES", "MAX_FILE_BYTES", "RACY_NS", "Listed", "Listing", "ScanResult", "SkipReason", "SkippedFile",
+           "SourceFile", "decode_bytes", "list_files", "read_file", "scan"]

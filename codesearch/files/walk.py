@@ -8,8 +8,8 @@ in a fixed order:
 1. folder and name rules: vendored, generated and VCS folders (``SKIP_DIRS``,
    pruned without descending), folders named in ``exclude_dirs`` (an index kept
    inside its repository), lockfiles by full name, and paths matched by
-   ``.gitignore`` / ``.codesearchignore`` files (nested ones too, through
-   :mod:`pathspec`);
+   ``.gitignore`` / ``.codesearchignore`` files (nested ones too, read as git
+   reads them: :mod:`codesearch.files.ignore`);
 2. extensions: text formats that are noise for code search (``.svg``, source
    maps, minified bundles) are ``excluded_extension``; formats known to be
    binary (images, archives, fonts, compiled objects) are ``binary`` without
@@ -24,16 +24,15 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Callable, Container, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 
-import pathspec
+from codesearch.files.ignore import IGNORE_FILES, IgnoreRules
+from codesearch.files.read import SkipReason
 
 MAX_FILE_BYTES = 1 << 20
 SNIFF_BYTES = 512
-IGNORE_FILES = (".gitignore", ".codesearchignore")
 SKIP_DIRS = frozenset(
     {
         ".git", ".hg", ".svn", ".bzr", "node_modules", "bower_components", "dist", "build",
@@ -73,21 +72,6 @@ BINARY_EXTENSIONS = frozenset(
     }
 )
 
-class SkipReason:
-    """Why a file (or folder) was not indexed; the keys of :attr:`ScanResult.skipped`."""
-
-    SKIPPED_DIR = "skipped_dir"
-    LOCKFILE = "lockfile"
-    IGNORED = "ignored"
-    EXCLUDED_EXTENSION = "excluded_extension"
-    TOO_LARGE = "too_large"
-    BINARY = "binary"
-    UNREADABLE = "unreadable"
-    SYMLINK = "symlink"
-    OUTSIDE_ROOT = "outside_root"
-    SYMLINK_LOOP = "symlink_loop"
-
-
 def _extension_reason(name: str) -> str | None:
     lower = name.lower()
     suffix = os.path.splitext(lower)[1]
@@ -102,54 +86,16 @@ def _is_lockfile(name: str) -> bool:
     return name in LOCKFILES or name.endswith(".lock")
 
 
-@lru_cache(maxsize=256)
-def _spec(lines: tuple[str, ...]) -> pathspec.GitIgnoreSpec:
-    """A compiled ignore file (the same lines, compiled once per process)."""
-    return pathspec.GitIgnoreSpec.from_lines(lines)
-
-
-class IgnoreRules:
-    """The ignore specs in force in one folder: its own plus its parents'."""
-
-    def __init__(self, specs: tuple[tuple[str, pathspec.PathSpec], ...] = ()) -> None:
-        self._specs = specs
-
-    def descend(self, folder: Path, rel_folder: str, present: Container[str] | None = None) -> IgnoreRules:
-        """The rules in force in ``folder``: these plus its own ignore files (only those in ``present``, when given)."""
-        lines: list[str] = []
-        for name in IGNORE_FILES:
-            if present is not None and name not in present:
-                continue
-            try:
-                lines.extend((folder / name).read_text(encoding="utf-8", errors="replace").splitlines())
-            except OSError:
-                continue
-        if not lines:
-            return self
-        prefix = f"{rel_folder}/" if rel_folder else ""
-        return IgnoreRules(self._specs + ((prefix, _spec(tuple(lines))),))
-
-    def ignored(self, rel_path: str, is_dir: bool) -> bool:
-        """Whether git would ignore ``rel_path``; the deepest deciding file wins."""
-        verdict = False
-        for prefix, spec in self._specs:
-            if not rel_path.startswith(prefix):
-                continue
-            local = rel_path[len(prefix):] + ("/" if is_dir else "")
-            result = spec.check_file(local)
-            if result.include is not None:
-                verdict = result.include
-        return verdict
-
-
 @dataclass(frozen=True, slots=True)
 class Found:
-    """A file the walk met, before the file rules: its path from the root, its directory entry, the rules in force."""
+    """A file the walk met, before the file rules: its path from the root, its directory entry, the rules in force,
+    whether it is a link, and the path to open it by (a followed link's target, as resolved inside the root)."""
 
     rel: str
     entry: os.DirEntry[str]
     rules: IgnoreRules
     link: bool
+    path: str
 
 
 SkipHook = Callable[[str, str, bool], None]
@@ -229,7 +175,7 @@ def walk(
                     on_skip(rel, SkipReason.OUTSIDE_ROOT, not is_dir)
                 continue
         if not is_dir:
-            yield Found(rel, entry, rules, is_link)
+            yield Found(rel, entry, rules, is_link, real if is_link else entry.path)
             continue
         if entry.name in SKIP_DIRS or real in excluded:
             if on_skip is not None:
@@ -262,7 +208,7 @@ def file_reason(
     except OSError:
         return SkipReason.UNREADABLE, None
     if not stat.S_ISREG(info.st_mode):
-        return SkipReason.UNREADABLE, None
+        return SkipReason.SPECIAL, None
     if info.st_size > max_file_bytes:
         return SkipReason.TOO_LARGE, info
     return None, info

@@ -29,6 +29,7 @@ import numpy as np
 from codesearch.chunking import DEFINITIONS_VERSION, ChunkParams, document_text
 from codesearch.embedding.onnx import available_cores
 from codesearch.exceptions import EmptyRepositoryError, IndexCancelledError, ModelNotAvailableError
+from codesearch.files.read import SkippedFile, read_file
 from codesearch.files.scan import RACY_NS, Listed, list_files
 from codesearch.files.walk import MAX_FILE_BYTES
 from codesearch.index import vectors as vectors_module
@@ -132,7 +133,7 @@ class _Previous:
             if self.number(f.rel) != number or int(c.file_size[number]) != f.size \
                     or int(c.file_mtime[number]) != f.mtime_ns:
                 return False
-            if f.mtime_ns >= self._trusted_before and _sha256_of(f.path) != bytes(c.file_sha256[number]):
+            if f.mtime_ns >= self._trusted_before and _sha256_of(f.path, f.size) != bytes(c.file_sha256[number]):
                 return False
         return True
 
@@ -401,6 +402,11 @@ class IndexBuilder:
                 f"nothing to index under {self.root}: {files_seen} files seen, "
                 f"{text_files} readable text files, 0 chunks (see `codesearch stats`)"
             )
+        if not keywords.vocabulary:  # every chunk, and its path, is punctuation and symbols alone
+            raise EmptyRepositoryError(
+                f"nothing to index under {self.root}: its {len(columns)} chunks and their paths hold no word "
+                "(letters, digits or _)"
+            )
         parts = _Parts(columns, keywords.fit(), SymbolTable.build(_chunk_symbols(columns)), {}, None, 0,
                        text_files, cut)
         if static is not None:
@@ -564,17 +570,14 @@ class IndexBuilder:
         return UNREAD_BY_DEFAULT if stored is None else stored
 
 
-def _sha256_of(path: str) -> bytes | None:
+def _sha256_of(path: str, max_file_bytes: int) -> bytes | None:
+    """The sha256 of the file's bytes, or ``None`` when it cannot be read or holds over ``max_file_bytes``."""
     import hashlib
 
-    digest = hashlib.sha256()
     try:
-        with open(path, "rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
-    except OSError:
+        return hashlib.sha256(read_file(path, max_file_bytes)).digest()
+    except SkippedFile:
         return None
-    return digest.digest()
 
 
 def chunk_key_bytes(document: str) -> bytes:

@@ -27,6 +27,7 @@ import numpy as np
 from codesearch.chunking import ChunkParams, chunk_text, document_text, keyword_text
 from codesearch.embedding.catalogue import ModelSpec
 from codesearch.exceptions import ModelNotAvailableError
+from codesearch.files.read import SkippedFile, read_file
 from codesearch.files.scan import decode_bytes
 from codesearch.files.walk import SkipReason
 from codesearch.keyword.tokens import code_tokens
@@ -69,7 +70,8 @@ class CutChunk:
 @dataclass(frozen=True, slots=True)
 class CutFile:
     """A file cut into chunks, or the reason it was skipped when reading it (``binary``, ``too_large``,
-    ``unreadable``); ``same`` when its bytes are those the committed index holds (not cut: its chunks are kept)."""
+    ``unreadable``, ``special_file``, ``symlink``: see :func:`~codesearch.files.scan.read_file`); ``same`` when its
+    bytes are those the committed index holds (not cut: its chunks are kept)."""
 
     task: FileTask
     sha256: bytes
@@ -108,13 +110,10 @@ def cut_files(tasks: Sequence[FileTask], chunking: str, params: ChunkParams, max
     out: list[CutFile] = []
     for task in tasks:
         try:
-            with open(task.path, "rb") as handle:
-                data = handle.read(max_file_bytes + 1)
-        except OSError:
-            out.append(CutFile(task, b"", 0, [], SkipReason.UNREADABLE))
-            continue
-        if len(data) > max_file_bytes:  # grew since it was stat'ed
-            out.append(CutFile(task, b"", len(data), [], SkipReason.TOO_LARGE))
+            data = read_file(task.path, max_file_bytes)
+        except SkippedFile as skipped:
+            grown = skipped.reason == SkipReason.TOO_LARGE  # grew since it was stat'ed
+            out.append(CutFile(task, b"", max_file_bytes + 1 if grown else 0, [], skipped.reason))
             continue
         sha256 = hashlib.sha256(data).digest()
         if sha256 == task.expected_sha256:

@@ -798,7 +798,10 @@ def _json_bytes(value: Any, what: str) -> bytes:
         text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
     except (TypeError, ValueError) as err:
         raise ValueError(f"{what} must be JSON-serialisable (str keys, no NaN): {err}") from err
-    return text.encode("utf-8")
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:  # a path with a byte that is not UTF-8 (a surrogate escape): kept as a \u escape
+        return json.dumps(value, allow_nan=False, separators=(",", ":")).encode("ascii")
 
 
 def _write_file(path: Path, data: bytes) -> dict[str, Any]:
