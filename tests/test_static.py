@@ -55,3 +55,33 @@ def test_a_text_holding_a_byte_that_is_not_utf8_is_embedded_as_with_a_replacemen
     replaced = ["src/bad\ufffdname.py\ndef fetch():\n    return 1", "redirect \ufffd"]
     assert static.embed_documents(texts).tolist() == static.embed_documents(replaced).tolist()
     assert static.embed_query(texts[1]).tolist() == static.embed_query(replaced[1]).tolist()
+
+
+@pytest.mark.slow
+def test_a_static_model_fitted_to_texts_comes_closer_to_their_targets_and_loads_from_its_folder(
+    static: StaticEmbedder, embed_code_chunks: list[str], tmp_path
+) -> None:
+    """fit_static: each text's mean of fitted token vectors comes closer to its target than the distilled model's,
+    the folder it is saved in reads back, and a text's tokens are what embed_documents averages."""
+    from codesearch.training.static_fit import fit_static, save_static
+
+    # More texts than the static model has dimensions, so that no linear map of the distilled vectors fits them all.
+    texts = list(dict.fromkeys(line.strip() for chunk in embed_code_chunks for line in chunk.splitlines()
+                               if len(line.split()) >= 3))[:600]
+    assert len(texts) == 600
+    ids = static.token_ids(texts)
+    assert all(0 < len(t) <= MAX_TOKENS for t in ids)
+    mean = static.embeddings[ids[0]].mean(axis=0)
+    np.testing.assert_allclose(static.embed_documents(texts[:1])[0], mean / np.linalg.norm(mean), atol=1e-6)
+    rng = np.random.default_rng(0)
+    targets = rng.normal(size=(len(texts), 48)).astype(np.float32)  # any text vectors: the fit follows them
+    fitted, figures = fit_static(static, texts, targets, ridge=0.01, iterations=60, progress=False)
+    # The vectors live in the targets' top directions: at most as many as the static model's, or the texts'.
+    assert fitted.shape == (static.embeddings.shape[0], 48)
+    assert figures["cosine_fitted"] > figures["cosine_distilled"] + 0.1
+    folder = save_static(static, fitted, tmp_path / "fitted", figures)
+    loaded = StaticEmbedder.from_folder(folder, "minilm")
+    np.testing.assert_array_equal(loaded.embeddings, fitted)
+    assert loaded.fingerprint != static.fingerprint and loaded.embed_documents(texts).shape == (len(texts), 48)
+    with pytest.raises(Exception, match="no complete static model"):
+        StaticEmbedder.from_folder(tmp_path, "minilm")
