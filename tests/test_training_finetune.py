@@ -82,7 +82,7 @@ def test_hard_negatives_come_from_the_same_repository_and_skip_near_positives() 
     assert chosen[0] != 1
 
 
-def test_the_frozen_prefix_gives_the_whole_models_vectors(minilm_folder: Path) -> None:
+def test_the_frozen_prefix_gives_the_whole_models_vectors(minilm_folder: Path, tmp_path: Path) -> None:
     model = sentence_transformers.SentenceTransformer(str(minilm_folder), device="cpu")
     model.max_seq_length = 128
     texts = ["def send(self, request):\n    return self.adapter.send(request)", "Prepare the body", "x " * 300]
@@ -90,6 +90,12 @@ def test_the_frozen_prefix_gives_the_whole_models_vectors(minilm_folder: Path) -
     for layers in (2, 4):
         got = FrozenPrefix(model, texts, layers).encode(texts)
         assert (got * want).sum(axis=1).min() > 0.9999
+    # Kept on disk, the states read back for the same texts and layers only.
+    kept = tmp_path / "prefix.pt"
+    FrozenPrefix(model, texts, 4).save(kept)
+    again = FrozenPrefix.load(model, kept, texts, 4)
+    assert again is not None and (again.encode(texts) * want).sum(axis=1).min() > 0.9999
+    assert FrozenPrefix.load(model, kept, texts, 3) is None and FrozenPrefix.load(model, kept, texts[:2], 4) is None
 
 
 @pytest.mark.slow
