@@ -842,10 +842,11 @@ def export(model: str, int8: bool, out: str | None, quiet: bool, as_json: bool) 
 @click.option("--work", type=click.Path(file_okay=False), default=None, help="Where pairs are kept (default: OUT-work).")
 @click.option("--benchmark-list", type=click.Path(exists=True, dir_okay=False), default=None,
               help="Refuse sources that overlap these owner/name lines.")
+@click.option("--no-static", is_flag=True, help="Leave the static tier to a distillation on first use (no fit).")
 @json_option
 @reports_errors
 def train(repos: tuple[str, ...], out: str, sources: str | None, mirrors: str | None, recipe: str | None, base: str,
-          work: str | None, benchmark_list: str | None, as_json: bool) -> None:
+          work: str | None, benchmark_list: str | None, no_static: bool, as_json: bool) -> None:
     """Train a code-search model on REPOS (your own checkouts) or on --sources; `--model OUT` then uses it.
 
     Doc comments are paired with the code they document, and the base model is fine-tuned on the pairs
@@ -866,7 +867,7 @@ def train(repos: tuple[str, ...], out: str, sources: str | None, mirrors: str | 
         except (ValueError, TypeError) as exc:
             _fail(f"--recipe: {exc}")
     result = train_model(out, sources=sources, mirrors=mirrors, repos=repos, recipe=chosen, base=base, work=work,
-                         benchmark_list=benchmark_list, progress=not as_json)
+                         benchmark_list=benchmark_list, fit_static=not no_static, progress=not as_json)
     if as_json:
         _echo_json(result.as_dict())
         return

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from codesearch.embedding import distill
+from codesearch.embedding.catalogue import resolve_model
 from codesearch.embedding.static import MAX_TOKENS, StaticEmbedder
 
 
@@ -29,12 +30,48 @@ def test_static_vectors_equal_model2vec_on_real_code(static: StaticEmbedder, emb
 
 
 @pytest.mark.slow
-def test_the_distillation_is_cached_and_fingerprinted(static: StaticEmbedder) -> None:
-    found = distill.find_static("minilm")
-    assert found is not None and found.path == static.export.path and found.cached
-    again = StaticEmbedder("minilm")
-    assert again.fingerprint == static.fingerprint and again.dim == static.dim == distill.STATIC_PCA_DIMS
+def test_the_distillation_is_cached_and_fingerprinted() -> None:
+    # A model without a shipped static tier is distilled once, into the cache.
+    spec = resolve_model("minilm", static=None)
+    distilled = StaticEmbedder(spec, export_progress=False)
+    found = distill.find_static(spec)
+    assert found is not None and found.path == distilled.export.path and found.cached
+    again = StaticEmbedder(spec)
+    assert again.fingerprint == distilled.fingerprint and again.dim == distilled.dim == distill.STATIC_PCA_DIMS
     assert "static" in found.path.name
+
+
+def test_minilm_answers_first_searches_from_its_shipped_static_tier(static: StaticEmbedder) -> None:
+    """The catalogue's minilm reads the static tier fitted on code that ships in codesearch_models (no distillation,
+    no torch); its vectors are stored in float16 and averaged in float32."""
+    from codesearch.embedding.catalogue import static_folder
+
+    folder = static_folder(resolve_model("minilm"))
+    assert folder is not None and folder.name == "minilm-code-static" and (folder / "MODEL_CARD.md").is_file()
+    assert static.export.path == folder and static.embeddings.dtype == np.float32 and static.dim == 256
+    assert np.load(folder / "embeddings.npy").dtype == np.float16
+    assert static.fingerprint != StaticEmbedder(resolve_model("minilm", static=None)).fingerprint
+    with pytest.raises(Exception, match="not in"):
+        static_folder(resolve_model("minilm", static=str(folder.parent / "missing")))
+
+
+@pytest.mark.slow
+def test_an_index_of_an_earlier_static_tier_is_recomputed_not_refused(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Upgrading codesearch to a new shipped static tier: the next search of an index built with the old one (the
+    model2vec distillation) recomputes its static vectors instead of refusing the index; read-only, it refuses."""
+    from codesearch import CodeSearch
+    from codesearch.exceptions import ModelMismatchError
+
+    (tmp_path / "repo").mkdir()
+    (tmp_path / "repo" / "a.py").write_text('def parse_header(value):\n    """Parse one header."""\n    return value\n')
+    old = CodeSearch(tmp_path / "repo", model=resolve_model("minilm", static=None), index_dir=tmp_path / "idx")
+    old.index(tier="static")
+    before = old.info()["static_fingerprint"]
+    with pytest.raises(ModelMismatchError, match="another export"):
+        CodeSearch(tmp_path / "repo", index_dir=tmp_path / "idx", read_only=True).search("header")
+    now = CodeSearch(tmp_path / "repo", index_dir=tmp_path / "idx")
+    assert now.search("parse one header")[0].path == "a.py"
+    assert now.info()["static_fingerprint"] == now.static_embedder.fingerprint != before
 
 
 @pytest.mark.slow

@@ -164,7 +164,8 @@ def test_a_delta_carries_the_trained_weights(minilm_folder: Path, tmp_path: Path
 
 
 @pytest.mark.slow
-def test_codesearch_train_on_own_checkouts_writes_a_model_folder_search_uses(minilm_folder: Path, tmp_path: Path) -> None:
+def test_codesearch_train_on_own_checkouts_writes_a_model_folder_search_uses(minilm_folder: Path, tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     from codesearch.cli import main
     from codesearch.embedding.catalogue import resolve_model
 
@@ -182,12 +183,30 @@ def test_codesearch_train_on_own_checkouts_writes_a_model_folder_search_uses(min
     result = runner.invoke(main, ["train", str(tmp_path / "alpha"), str(tmp_path / "beta"), "--out", str(out),
                                   "--recipe", recipe, "--json"])
     assert result.exit_code == 0, result.output
-    answer = json.loads(result.output)
+    answer = json.loads(result.stdout)
     assert answer["pairs"]["train"] >= 8 and set(answer["seconds"]) == {"mine", "view", "fine-tune"}
     card = (out / "MODEL_CARD.md").read_text()
     assert "local/alpha" in card and '"freeze_layers": 4' in card
+    # A few dozen texts would fit a static tier on a handful of directions: it is left to the distillation.
+    assert "Not fitted:" in card and not (out / "static").exists()
     spec = resolve_model(str(out))
-    assert (spec.pooling, spec.max_length, spec.normalize) == ("mean", 128, True)
+    assert (spec.pooling, spec.max_length, spec.normalize, spec.static) == ("mean", 128, True, None)
+    from codesearch import CodeSearch
+
+    # The folder is a model the library searches with, its static tier distilled from the trained weights.
+    cs = CodeSearch(tmp_path / "alpha", model=str(out), index_dir=tmp_path / "index")
+    assert cs.search("give back what is left of a header", k=3)[0].path == "src/parse_alpha.py"
+
+    # A fitted static tier beside the weights is the one the folder's first searches read.
+    from codesearch.training import static_fit
+
+    monkeypatch.setattr(static_fit, "MIN_TEXTS", 0)
+    figures = static_fit.fit_model_static(str(out), tmp_path / "model-work" / "view" / "train.jsonl.gz", out / "static",
+                                          float16=True, progress=False)
+    assert figures["cosine_fitted"] > figures["cosine_distilled"]
+    assert resolve_model(str(out)).static == str(out / "static")
+    fitted = CodeSearch(tmp_path / "alpha", model=str(out), index_dir=tmp_path / "index-fitted")
+    assert fitted.static_embedder.export.path == out / "static" and fitted.search("header", k=1)
 
     nothing = runner.invoke(main, ["train", "--out", str(tmp_path / "x")])
     assert nothing.exit_code == 2 and "nothing to train on" in nothing.output and len(nothing.output.splitlines()) == 1

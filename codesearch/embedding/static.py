@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from codesearch.cache import MANIFEST_FILE
-from codesearch.embedding.catalogue import DEFAULT_MODEL, ModelSpec, resolve_model
+from codesearch.embedding.catalogue import DEFAULT_MODEL, ModelSpec, resolve_model, static_folder
 from codesearch.embedding.distill import STATIC_EMBEDDINGS_FILE, export_static, find_static
 from codesearch.embedding.onnx import load_tokenizer, tokenizer_text
 from codesearch.embedding.vectors import l2_normalize
@@ -55,6 +55,10 @@ class StaticEmbedder:
         export_progress: bool = True,
     ) -> None:
         self.spec = resolve_model(model)
+        shipped = static_folder(self.spec)
+        if shipped is not None:
+            self._from(shipped)
+            return
         found = find_static(self.spec, cache_dir) or export_static(
             self.spec, progress=export_progress, cache_dir=cache_dir)
         self.export = found
@@ -70,25 +74,28 @@ class StaticEmbedder:
         Raises:
             ModelNotAvailableError: the folder holds no complete static model.
         """
+        self = cls.__new__(cls)
+        self.spec = resolve_model(model)
+        self._from(Path(folder))
+        return self
+
+    def _from(self, path: Path) -> None:
         from codesearch.cache import complete_manifest
         from codesearch.embedding.distill import StaticExport
 
-        path = Path(folder)
         manifest = complete_manifest(path)
         if manifest is None:
             raise ModelNotAvailableError(f"{path} holds no complete static model (embeddings.npy, tokenizer.json, "
                                          "manifest.json)")
-        self = cls.__new__(cls)
-        self.spec = resolve_model(model)
         self.export = StaticExport(path, self.spec, str(manifest.get("sha256")), cached=True)
         self._load(path)
         self.last_seconds = 0.0
-        return self
 
     def _load(self, folder: Path) -> None:
         try:
             manifest = json.loads((folder / MANIFEST_FILE).read_text(encoding="utf-8"))
-            self.embeddings = np.load(folder / STATIC_EMBEDDINGS_FILE, allow_pickle=False)
+            # A shipped model keeps its vectors in float16 (half the size); they are averaged in float32.
+            self.embeddings = np.load(folder / STATIC_EMBEDDINGS_FILE, allow_pickle=False).astype(np.float32, copy=False)
             self.tokenizer = load_tokenizer(folder)
         except (OSError, ValueError) as exc:
             raise ModelNotAvailableError(f"cannot read the static model in {folder} ({exc}); delete it to distil again") from exc

@@ -112,6 +112,11 @@ class IndexSession:
                 token = None  # made by an older codesearch: built again, as if there were none
             if before is not None and before.unstored:
                 self.freshness.recheck(before.unstored)  # the new commit may hold them otherwise than memory did
+            if token is not None and not self.store.read_only and self.tiers.static_outdated(self.loaded.manifest):
+                # Static vectors of this model's earlier static tier: recomputed (seconds), the rest kept.
+                self.build(self.loaded.manifest.tier, progress=self.options.progress)
+                assert self.loaded is not None
+                return self.loaded, False
         if token is None:
             if self.store.read_only:
                 raise IndexNotFoundError(

@@ -143,6 +143,18 @@ class Tiers:
         except ModelNotAvailableError:
             return False
 
+    def static_outdated(self, manifest: IndexManifest) -> bool:
+        """Whether the index's static vectors came from an older static tier of this same model (the package ships
+        a new one): derived data a writer recomputes, unlike a transformer tier of another export, which is refused.
+        """
+        stored = manifest.of(STATIC)
+        if stored is None or not self.has_static or stored.name != self.model_name:
+            return False
+        try:
+            return stored.fingerprint != self.static_embedder.fingerprint
+        except (ExportError, ModelNotAvailableError):
+            return False
+
     def check_name(self, manifest: IndexManifest) -> None:
         """Refuse by name, before any model is loaded, an index built by another model.
 

