@@ -57,11 +57,16 @@ def _label(model: str) -> str:
 
 
 def _options(model: str) -> dict[str, Any]:
-    """``CodeSearch`` options of a ``--models`` entry: ``MODEL`` or ``MODEL@STATIC_FOLDER`` (a static tier saved in a
-    folder, e.g. one fitted by ``codesearch.training.static_fit``, instead of the model's distillation)."""
+    """``CodeSearch`` options of a ``--models`` entry: ``MODEL``, ``MODEL@STATIC_FOLDER`` (a static tier saved in a
+    folder, e.g. one fitted by ``codesearch.training.static_fit``) or ``MODEL@distilled`` (the model2vec
+    distillation instead of the static tier the model ships)."""
     name, _, static_folder = model.partition("@")
     if not static_folder:
         return {"model": name}
+    if static_folder == "distilled":  # the model2vec distillation, whatever static tier the model ships
+        from codesearch.embedding.catalogue import resolve_model
+
+        return {"model": resolve_model(name, static=None)}
     from codesearch.embedding.static import StaticEmbedder
 
     return {"model": name, "static": StaticEmbedder.from_folder(static_folder, name)}
@@ -171,6 +176,8 @@ def report(results: dict[str, dict[str, Any]], models: Sequence[str], *, questio
             if tier == "full" and "static" in r and "full" in r:
                 row.append(f"{r['full']['folds']['A'] - r['static']['folds']['A']:+.3f} / "
                            f"{r['full']['folds']['B'] - r['static']['folds']['B']:+.3f}")
+            elif tier == "full" and any("static" in results[m] for m in models):
+                row.append("-")  # combined runs: this model's static tier was not measured
             if tier == "full" and questions:
                 seeds = r.get("requests") or {}
                 row += [f"{r.get('heldout_ndcg10', float('nan')):.3f}",

@@ -3,7 +3,8 @@
 Usage:
     python benchmarks/peer_benchmark.py --semble-benchmarks SEMBLE/benchmarks --mirrors MIRRORS
         --semble-python VENV/bin/python [--semble-model DIR] [--trees DIR] [--repos chi,gson]
-        [--index-dir DIR] [--fp32] [--embed-tests] [--questions --corpora DIR --requests DIR]
+        [--index-dir DIR] [--fp32] [--embed-tests] [--model MODEL[@STATIC] ...]
+        [--questions --corpora DIR --requests DIR]
         [--semble-published SEMBLE/benchmarks/results/semble-hybrid-SHA.json] [--json OUT] [--plot OUT.png]
 
 Data, read from the command line and never committed:
@@ -39,7 +40,11 @@ and static vectors, built fresh in ``<repo>-static``: what a first search on a
 repository never indexed answers from), with ``--fp32`` the fp32 export, and
 with ``--embed-tests`` an index whose transformer reads test files too (the
 default leaves them to keywords and the static tier); both are ablations of
-the index, built and timed like the default. Index time is wall time of
+the index, built and timed like the default. Each ``--model`` (a trained model
+folder, or ``minilm@distilled`` for MiniLM with the static tier distilled by
+model2vec instead of the one it ships) adds a full-tier row to the ablation
+table and a static-tier row to the static tiers' table, each with its fold
+figures, and the protocol's choice among the static tiers. Index time is wall time of
 building a fresh index (models already loaded); query p50 is the median of
 each query's median of 5 warm runs, top 10, on both sides; codesearch's also
 without the stat pass that keeps its index fresh (``p50_norefresh_ms``; semble
@@ -396,6 +401,9 @@ def main(argv: Sequence[str] | None = None, *, semble_runner: SembleRunner | Non
     parser.add_argument("--fp32", action="store_true", help="also run codesearch with the fp32 export")
     parser.add_argument("--embed-tests", action="store_true",
                         help="also run codesearch with the transformer reading test files")
+    parser.add_argument("--model", dest="models", action="append", default=[], metavar="MODEL[@STATIC]",
+                        help="also run codesearch with another model, full and static tier (a catalogue name, a "
+                             "model folder, MODEL@STATIC_FOLDER, MODEL@distilled: see models.py); repeatable")
     parser.add_argument("--questions", action="store_true", help="also run the 62 questions and the requests seeds")
     parser.add_argument("--corpora", type=Path, help="the extracted sdists of benchmarks/data/fetch_corpora.py")
     parser.add_argument("--requests", type=Path, help="psf/requests v2.32.3 (git archive)")
@@ -426,6 +434,11 @@ def main(argv: Sequence[str] | None = None, *, semble_runner: SembleRunner | Non
     configs = ["int8"] + ["fp32"] * args.fp32 + ["tests embedded"] * args.embed_tests
     ours: dict[str, dict[str, Any]] = {name: {} for name in configs}
     static: dict[str, dict[str, Any]] = {}
+    import models as other_models
+
+    extra = {other_models._label(m): {**options, **other_models._options(m)} for m in args.models}
+    extra_full: dict[str, dict[str, Any]] = {label: {} for label in extra}
+    extra_static: dict[str, dict[str, Any]] = {label: {} for label in extra}
     for repo in repos:
         for config in configs:
             print(f"codesearch ({config}): {repo.name} ...", file=sys.stderr)
@@ -435,6 +448,13 @@ def main(argv: Sequence[str] | None = None, *, semble_runner: SembleRunner | Non
         found = run_static(repo, args.index_dir, options)
         if found is not None:
             static[repo.name] = found
+        for label, model_options in extra.items():
+            print(f"codesearch ({label}): {repo.name} ...", file=sys.stderr)
+            extra_full[label][repo.name] = run_codesearch(repo, args.index_dir / label, "int8", {"default": DEFAULT},
+                                                          model_options)
+            found = run_static(repo, args.index_dir / label, model_options)
+            if found is not None:
+                extra_static[label][repo.name] = found
     if static and len(static) != len(repos):
         print("no static tier for some repositories: the static figures are left out", file=sys.stderr)
         static = {}
@@ -537,7 +557,23 @@ def main(argv: Sequence[str] | None = None, *, semble_runner: SembleRunner | Non
             ablation_out[label] = {"per_repo": {n: v["ndcg10"] for n, v in per_repo.items()},
                                    "per_repo_all_targets": {n: v["ndcg10_all_targets"] for n, v in per_repo.items()},
                                    "index_s": sum(ours[config][n]["index_s"] for n in names)}
-    for entry in ablation_out.values():
+    for label in extra:
+        per_repo = {n: extra_full[label][n]["rankings"]["default"] for n in names}
+        ablation_out[f"model {label}"] = {"per_repo": {n: v["ndcg10"] for n, v in per_repo.items()},
+                                          "per_repo_all_targets": {n: v["ndcg10_all_targets"] for n, v in per_repo.items()},
+                                          "index_s": sum(extra_full[label][n]["index_s"] for n in names)}
+    static_rows: dict[str, dict[str, Any]] = {}
+    if static:
+        static_rows["static tier"] = {"per_repo": {n: static[n]["ndcg10"] for n in names},
+                                      "per_repo_all_targets": {n: static[n]["ndcg10_all_targets"] for n in names},
+                                      "index_s": sum(static[n]["index_s"] for n in names)}
+        for label in extra:
+            if len(extra_static[label]) == len(names):
+                static_rows[f"model {label}, static tier"] = {
+                    "per_repo": {n: extra_static[label][n]["ndcg10"] for n in names},
+                    "per_repo_all_targets": {n: extra_static[label][n]["ndcg10_all_targets"] for n in names},
+                    "index_s": sum(extra_static[label][n]["index_s"] for n in names)}
+    for entry in [*ablation_out.values(), *static_rows.values()]:
         entry["ndcg10"] = macro(entry["per_repo"])
         entry["ndcg10_all_targets"] = macro(entry["per_repo_all_targets"])
         entry["folds"] = fold_figures(entry["per_repo"])
@@ -560,6 +596,21 @@ def main(argv: Sequence[str] | None = None, *, semble_runner: SembleRunner | Non
               f"({protocol.dev_figure:.3f})")
     else:
         print("\n2-fold protocol: a fold has no repository in this run (run all of DEV)")
+    static_protocol = None
+    if len(static_rows) > 1:
+        print("\nstatic tiers (a first search's answer; default ranking)\n")
+        print(table(["static tier", "NDCG@10", "all targets", "fold A", "fold B", "held-back mean", "vs semble",
+                     "index s"],
+                    [[name, f"{a['ndcg10']:.3f}", f"{a['ndcg10_all_targets']:.3f}", _f(a["folds"]["A"]),
+                      _f(a["folds"]["B"]), _f(a["folds"]["held_back_mean"]), f"{a['ndcg10'] - macro(sb_ndcg):+.3f}",
+                      f"{a['index_s']:.1f}"] for name, a in static_rows.items()]))
+        if protocol is not None:
+            static_protocol = two_fold({name: a["per_repo"] for name, a in static_rows.items()}, baseline="static tier")
+            print("2-fold protocol over the static tiers: "
+                  + "; ".join(f"chosen on {c.chosen_on}: {c.variant}, on {c.reported_on} {c.held_back_figure:.4f}"
+                              for c in static_protocol.choices)
+                  + f"; held-back mean {static_protocol.held_back_mean:.4f} against the shipped static tier's "
+                  f"{static_protocol.baseline_held_back:.4f} ({static_protocol.verdict})")
 
     result: dict[str, Any] = {
         **figures,
@@ -580,6 +631,8 @@ def main(argv: Sequence[str] | None = None, *, semble_runner: SembleRunner | Non
         "folds": {fold: list(members) for fold, members in DEV_FOLDS.items()},
         "ablations": ablation_out,
         "protocol": protocol.as_dict() if protocol is not None else None,
+        "static_tiers": static_rows,
+        "static_protocol": static_protocol.as_dict() if static_protocol is not None else None,
         "revisions": {r.name: {"pinned": r.revision, "exported": r.exported_revision} for r in repos},
         "index_s": {"codesearch": total_s, "semble": sum(s["index_s"] for s in semble.values()),
                     **({"codesearch_static": sum(s["index_s"] for s in static.values())} if static else {})},

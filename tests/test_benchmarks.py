@@ -456,6 +456,65 @@ def test_peer_benchmark_runs_end_to_end_with_stand_ins(tmp_path: Path) -> None:
     assert data["plot"] == str(png) and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
 
 
+def test_peer_benchmark_puts_another_models_tiers_beside_the_default(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """``--model``: the other model's full tier in the ablation table, its static tier beside the default's, each
+    with fold figures, and the protocol's choice among the static tiers."""
+    import models
+    import peer_benchmark
+    from conftest import HashingEmbedder
+
+    bench, mirrors = _smoke_benchmark(tmp_path)
+    other = {"model": HashingEmbedder(salt="other"), "static": HashingEmbedder(salt="other static")}
+    monkeypatch.setattr(models, "_options", lambda model: other if model == "trained" else pytest.fail(model))
+    out = tmp_path / "peer.json"
+    options = {"model": HashingEmbedder(), "static": HashingEmbedder(salt="static")}
+    assert peer_benchmark.main(["--semble-benchmarks", str(bench), "--mirrors", str(mirrors), "--trees",
+                                str(tmp_path / "trees"), "--repos", "chi,redux", "--index-dir", str(tmp_path / "indexes"),
+                                "--model", "trained", "--json", str(out), "--plot", str(tmp_path / "p.png")],
+                               semble_runner=fake_semble, searcher_options=options) == 0
+    data = json.loads(out.read_text())
+    row = data["ablations"]["model trained"]
+    assert set(row["per_repo"]) == {"chi", "redux"} and row["index_s"] > 0
+    assert set(row["folds"]) == {"A", "B", "dev", "held_back_mean"}
+    assert list(data["static_tiers"]) == ["static tier", "model trained, static tier"]
+    shipped = data["static_tiers"]["static tier"]
+    assert shipped["per_repo"] == {n: data["repos"][n]["codesearch_static"]["ndcg10"] for n in ("chi", "redux")}
+    assert (tmp_path / "indexes" / "trained" / "chi-static").is_dir()  # its own indexes, not the default's
+    assert data["static_protocol"]["baseline"] == "static tier"
+
+
+@pytest.mark.slow
+def test_own_code_benchmark_scores_both_models_on_the_trees_questions(tmp_path: Path) -> None:
+    """own_code.py with MiniLM's own weights as the "trained" folder: the full tiers rank alike (same weights, same
+    ranking), and every figure is the share the questions' ranks give."""
+    import own_code
+
+    from codesearch.embedding.catalogue import MODELS
+
+    minilm_folder = MODELS["minilm"].local_path()
+    assert minilm_folder is not None
+
+    tree = tmp_path / "tree"
+    (tree / "lib").mkdir(parents=True)
+    (tree / "lib" / "pool.rb").write_text("class Pool\n  def grow(count)\n    @workers += count\n  end\nend\n")
+    (tree / "lib" / "log.rb").write_text("module Log\n  def self.write(line)\n    $stderr.puts(line)\n  end\nend\n")
+    questions = tmp_path / "questions.json"
+    questions.write_text(json.dumps({"corpora": {"tree": {"folder": "tree"}}, "questions": [
+        {"id": "t-1", "corpus": "tree", "kind": "behaviour", "query": "add more workers to the pool",
+         "answers": [{"path": "lib/pool.rb", "line": 2}]},
+        {"id": "t-2", "corpus": "tree", "kind": "identifier", "query": "Log",
+         "answers": [{"path": "lib/log.rb", "line": 1}]}]}))
+    out = tmp_path / "own.json"
+    assert own_code.main(["--questions", str(questions), "--tree", str(tree), "--model", str(minilm_folder),
+                          "--index-dir", str(tmp_path / "idx"), "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert data["questions"] == 2 and set(data["models"]) == {"minilm", "trained"}
+    full = data["models"]["minilm"]["full"]
+    assert full["ranks"] == data["models"]["trained"]["full"]["ranks"]
+    assert full["metrics"]["hit@10"] == sum(bool(r) for r in full["ranks"].values()) / 2
+    assert set(full["by_kind"]) == {"behaviour", "identifier"} and full["index_s"] > 0
+
+
 def test_navigation_benchmark_runs_end_to_end(tmp_path: Path) -> None:
     import navigation
     from conftest import HashingEmbedder
