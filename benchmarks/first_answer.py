@@ -101,7 +101,7 @@ def tier_quality(repo: Repo, index_root: Path) -> dict[str, Any]:
 def throughput(repos: Sequence[Repo], limit: int = 400) -> dict[str, dict[str, float]]:
     """Transformer chunks/s and tokens/s, fp32 and int8, over the same chunks (up to ``limit``)."""
     from codesearch.chunking import document_text
-    from codesearch.definitions import chunk_definitions
+    from codesearch.chunking.definitions import chunk_definitions
     from codesearch.embedding import Embedder
     from codesearch.files import scan
 

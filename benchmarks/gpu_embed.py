@@ -35,7 +35,7 @@ BGE_BATCHES = 8
 
 def prepare(trees: Path, out: Path, limit: int, sample: int) -> None:
     from codesearch.chunking import document_text
-    from codesearch.definitions import chunk_definitions
+    from codesearch.chunking.definitions import chunk_definitions
     from codesearch.embedding import Embedder
     from codesearch.files import scan
 

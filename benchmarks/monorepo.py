@@ -169,7 +169,7 @@ def _feed(stdin: Any, shas: Sequence[str]) -> None:
 
 def _cut_file():  # type: ignore[no-untyped-def]
     """codesearch's definition chunker (the one its index and ``codesearch stats`` use)."""
-    from codesearch.definitions import cut_file
+    from codesearch.chunking.definitions import cut_file
 
     return cut_file
 

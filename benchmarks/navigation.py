@@ -57,8 +57,8 @@ from peer_data import DEV_REPOSITORIES, Repo, export_trees, load_repos, ndcg_at_
 
 from codesearch import CodeSearch
 from codesearch.answers import estimate_tokens, fit_to_budget, hits_data, pretty_json, symbol_answer
+from codesearch.chunking.symbols import definition_names
 from codesearch.index.columns import ChunkColumns
-from codesearch.ranking.facts import definition_names
 
 BUDGETS = (500, 2000, 8000)
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w{2,}")

@@ -75,7 +75,7 @@ def test_grep_count_is_matching_lines_case_insensitive() -> None:
 
 
 def test_chunker_speed_runs(tiny_requests: Path, tmp_path: Path) -> None:
-    pytest.importorskip("codesearch._chunker")
+    pytest.importorskip("codesearch.chunking._chunker")
     out = tmp_path / "speed.json"
     assert chunker_speed.main(["--corpus", str(tiny_requests), "--min-mb", "0.0001", "--repeat", "1",
                                "--json", str(out)]) == 0

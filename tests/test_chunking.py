@@ -13,12 +13,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from codesearch import _chunker_py
-from codesearch._chunker_py import LONG_LINE_BUDGETS
-from codesearch.chunking import BACKEND, Chunk, ChunkParams, chunk_lines, chunk_text, split_lines
+from codesearch.chunking import BACKEND, Chunk, ChunkParams, _chunker_py, chunk_lines, chunk_text, split_lines
+from codesearch.chunking._chunker_py import LONG_LINE_BUDGETS
 
 try:
-    from codesearch import _chunker as _chunker_c
+    from codesearch.chunking import _chunker as _chunker_c
 except ImportError:  # pragma: no cover - only when the extension was not built
     _chunker_c = None
 
@@ -249,16 +248,16 @@ def test_pure_python_can_be_forced() -> None:
     code = "import codesearch.chunking as c; print(c.BACKEND, c.chunk_lines.__module__)"
     env = {**os.environ, "CODESEARCH_PUREPYTHON": "1"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
-    assert out.stdout.split() == ["python", "codesearch._chunker_py"]
+    assert out.stdout.split() == ["python", "codesearch.chunking._chunker_py"]
 
 
 def test_missing_extension_falls_back_with_warning(monkeypatch: pytest.MonkeyPatch) -> None:
-    import codesearch
-    from codesearch import chunking
+    import codesearch.chunking
+    from codesearch.chunking import chunks as chunking
 
     original = dict(vars(chunking))
     monkeypatch.delenv("CODESEARCH_PUREPYTHON", raising=False)
-    monkeypatch.setitem(sys.modules, "codesearch._chunker", None)  # makes the import fail
+    monkeypatch.setitem(sys.modules, "codesearch.chunking._chunker", None)  # makes the import fail
     try:
         with pytest.warns(RuntimeWarning, match="pure-Python twin"):
             reloaded = importlib.reload(chunking)
@@ -268,4 +267,4 @@ def test_missing_extension_falls_back_with_warning(monkeypatch: pytest.MonkeyPat
         # The module's own objects back, not a third load: classes made by a reload are other classes, and
         # a ChunkParams of the first load would no longer pickle by name (as a worker pool needs).
         vars(chunking).update(original)
-        assert codesearch.chunking is chunking
+        assert codesearch.chunking.chunks is chunking

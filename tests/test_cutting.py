@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from conftest import SESSIONS, UTILS, HashingEmbedder
 
-import codesearch.chunking
+import codesearch.chunking.chunks
 from codesearch import CodeSearch
 from codesearch.index import cutting
 from codesearch.index.columns import stored_records
@@ -32,8 +32,8 @@ def _tasks(root: Path) -> list[FileTask]:
 
 def test_workers_cut_as_this_process_does(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     tasks = _tasks(_tree(tmp_path / "repo"))
-    # Looked up now: another test reloads codesearch.chunking, and the workers unpickle by name.
-    params = codesearch.chunking.ChunkParams.for_chunking("definitions")
+    # Looked up now: another test reloads codesearch.chunking.chunks, and the workers unpickle by name.
+    params = codesearch.chunking.chunks.ChunkParams.for_chunking("definitions")
     here = cut_files(tasks, "definitions", params, 1 << 20)
     monkeypatch.setattr(cutting, "POOL_MIN_BYTES", 0)
     pooled = list(cut_in_order(tasks, "definitions", params, 1 << 20, workers=2))
@@ -84,7 +84,7 @@ def _dies_in_a_worker(*args, **kwargs):  # type: ignore[no-untyped-def]
 def test_a_worker_that_dies_leaves_its_batches_to_this_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                caplog: pytest.LogCaptureFixture) -> None:
     tasks = _tasks(_tree(tmp_path / "repo", copies=4))
-    params = codesearch.chunking.ChunkParams.for_chunking("definitions")
+    params = codesearch.chunking.chunks.ChunkParams.for_chunking("definitions")
     here = cut_files(tasks, "definitions", params, 1 << 20)
     monkeypatch.setattr(cutting, "POOL_MIN_BYTES", 0)
     monkeypatch.setattr(cutting, "BATCH_BYTES", 4096)  # several batches, some in flight when the pool breaks

@@ -9,12 +9,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from codesearch import definitions
-from codesearch._chunker_py import LONG_LINE_BUDGETS
-from codesearch.chunking import Chunk, ChunkParams, chunk_lines, chunk_text, split_lines, window_heads
-from codesearch.definitions import SUPPORTED_LANGUAGES, chunk_definitions
-from codesearch.languages import LANGUAGES
-from codesearch.languages import language_for as _language_for
+from codesearch.chunking import Chunk, ChunkParams, chunk_lines, chunk_text, definitions, split_lines, window_heads
+from codesearch.chunking._chunker_py import LONG_LINE_BUDGETS
+from codesearch.chunking.definitions import SUPPORTED_LANGUAGES, chunk_definitions
+from codesearch.chunking.languages import LANGUAGES
+from codesearch.chunking.languages import language_for as _language_for
 
 
 def language_for(path: str) -> str | None:
@@ -260,7 +259,7 @@ def test_a_macro_misread_as_a_type_gives_the_definitions_inside_it() -> None:
     ],
 )  # fmt: skip
 def test_a_cpp_name_must_be_a_name(name: str, kept: bool) -> None:
-    from codesearch.languages import _c_name
+    from codesearch.chunking.grammars import _c_name
 
     assert (_c_name(name) == name) is kept and (_c_name(name) in ("", name))
 

@@ -11,10 +11,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from codesearch import definitions
-from codesearch.chunking import Chunk, ChunkParams, chunk_text, split_lines
-from codesearch.definitions import FALLBACK_REASONS, SUPPORTED_LANGUAGES, cut_file
-from codesearch.languages import LANGUAGES, language_for
+from codesearch.chunking import Chunk, ChunkParams, chunk_text, definitions, split_lines
+from codesearch.chunking.definitions import FALLBACK_REASONS, SUPPORTED_LANGUAGES, cut_file
+from codesearch.chunking.languages import LANGUAGES, language_for
 from codesearch.stats import repo_stats
 
 FIXTURES = Path(__file__).parent / "fixtures" / "languages"
@@ -284,7 +283,7 @@ def test_a_bash_file_with_characters_above_the_bmp_does_not_crash_the_parser() -
     # The child process cuts texts that crashed it in most runs before the fix, so that a regression
     # fails this test instead of killing the suite.
     child = """
-from codesearch.definitions import cut_file
+from codesearch.chunking.definitions import cut_file
 for template in ("{%s", "echo {%s}\\n", ")echo hi }x}f() {\\t if [ x ]; then)echo hifif() {%s"):
     for code in range(0x10000, 0x110000, 0x1000):
         text = template % chr(code + 0x708)

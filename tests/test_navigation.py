@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 
 from codesearch import CodeSearch
 from codesearch.chunking import ChunkParams
+from codesearch.chunking.symbols import definition_names
 from codesearch.index.columns import ChunkColumns
 from codesearch.index.navigation import edit_distance
-from codesearch.ranking.facts import definition_names
 
 TESTS = '''\
 from pkg.sessions import Session

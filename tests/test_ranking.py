@@ -11,6 +11,7 @@ import pytest
 from conftest import HashingEmbedder
 
 from codesearch import CodeSearch
+from codesearch.chunking.symbols import SymbolTable, definition_names
 from codesearch.ranking import (
     ARTICLE,
     DEFAULT,
@@ -18,14 +19,13 @@ from codesearch.ranking import (
     IndexFacts,
     Ranking,
     analyze_query,
-    definition_names,
     path_classes,
     path_words,
     rank_scores,
     resolve_ranking,
 )
 from codesearch.ranking import stages as S
-from codesearch.ranking.facts import SymbolTable, same_word, squash_name
+from codesearch.ranking.facts import same_word, squash_name
 
 # --- query profile -----------------------------------------------------------------
 
@@ -163,7 +163,7 @@ def test_path_facts_answer_as_a_scan_of_every_file_would() -> None:
 def test_a_symbol_scan_answers_every_name_as_the_whole_table_does() -> None:
     """A repository opened for one query looks its names up symbol by symbol (SymbolScan) instead of building the
     table: the same definitions, in the same order, for every name the table holds and for names it does not."""
-    from codesearch.ranking.facts import SymbolScan
+    from codesearch.chunking.symbols import SymbolScan
 
     per_chunk: list[list[str] | None] = [
         ["Session.send", "Session", "send"], None, ["send"], ["impl fmt::Display for Foo"], ["(*Client).Do", "Do"],

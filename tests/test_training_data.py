@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from conftest import missing_reference
 
+from codesearch.chunking.languages import LANGUAGES
 from codesearch.exceptions import TrainingDataError
-from codesearch.languages import LANGUAGES
 from codesearch.training import (
     Source,
     benchmark_overlap,

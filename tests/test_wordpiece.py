@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from tokenizers import Tokenizer
 
 from codesearch.chunking import document_text
-from codesearch.definitions import chunk_definitions
+from codesearch.chunking.definitions import chunk_definitions
 from codesearch.embedding.catalogue import resolve_model
 from codesearch.embedding.static import StaticEmbedder
 from codesearch.embedding.wordpiece import WordPieceWords

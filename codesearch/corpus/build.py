@@ -53,13 +53,13 @@ import numpy as np
 import pyarrow as pa
 
 from codesearch.chunking import Chunk, ChunkParams, document_text, window_heads
+from codesearch.chunking.symbols import definition_names
 from codesearch.corpus.changes import recorded_mtime, unchanged
 from codesearch.corpus.schema import CHUNKS, FILES, chunk_id, chunk_schema, sql_in, sql_string
 from codesearch.corpus.store import write_fragments
 from codesearch.files.scan import Listing, list_files
 from codesearch.files.walk import SkipReason
 from codesearch.index.cutting import FileTask, cut_files
-from codesearch.ranking.facts import definition_names
 from codesearch.scope import kind_of
 
 BLOCK_ROWS = 256

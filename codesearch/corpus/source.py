@@ -32,13 +32,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from codesearch.chunking.symbols import SymbolScan, SymbolTable
 from codesearch.corpus.keywords import full_text, keyword_prior, repo_bm25, view_order
 from codesearch.corpus.schema import sql_in, sql_string, wide_strings
 from codesearch.corpus.store import index_kind
 from codesearch.index.loaded import LIST_OF, one_blas_thread, rank_exactly
 from codesearch.keyword import BM25
 from codesearch.ranking import Candidates, IndexFacts, Ranking, rank
-from codesearch.ranking.facts import SymbolScan, SymbolTable
 from codesearch.ranking.query import analyze_query
 from codesearch.scope import KINDS, Scope
 from codesearch.types import FULL, STATIC, Mode, Tier

@@ -11,7 +11,7 @@
 
 from __future__ import annotations
 
-from codesearch.index.builder import CHECKPOINT_EVERY, UNREAD_BY_DEFAULT, BuildOptions, IndexBuilder, chunk_key
+from codesearch.index.builder import CHECKPOINT_EVERY, UNREAD_BY_DEFAULT, BuildOptions, IndexBuilder
 from codesearch.index.freshness import Freshness
 from codesearch.index.loaded import LoadedIndex
 from codesearch.index.manifest import IndexManifest, TierFacts
@@ -21,4 +21,4 @@ from codesearch.index.vectors import EXACT_BELOW, TIER_PARAMS, DenseCandidates, 
 
 __all__ = ["CHECKPOINT_EVERY", "EXACT_BELOW", "FORMAT_VERSION", "UNREAD_BY_DEFAULT", "BuildOptions", "DenseCandidates",
            "Freshness", "GraphParams", "IndexBuilder", "IndexManifest", "IndexSnapshot", "IndexStore", "LoadedIndex",
-           "TIER_PARAMS", "TierFacts", "Tiers", "VectorSearch", "chunk_key"]
+           "TIER_PARAMS", "TierFacts", "Tiers", "VectorSearch"]

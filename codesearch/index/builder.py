@@ -26,7 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from codesearch.chunking import DEFINITIONS_VERSION, ChunkParams, document_text
+from codesearch.chunking import DEFINITIONS_VERSION, ChunkParams, chunk_key, document_text
+from codesearch.chunking.symbols import SymbolTable
 from codesearch.embedding.onnx import available_cores
 from codesearch.exceptions import EmptyRepositoryError, IndexCancelledError, ModelNotAvailableError
 from codesearch.files.read import SkippedFile, read_file
@@ -41,7 +42,6 @@ from codesearch.index.store import IndexSnapshot, IndexStore
 from codesearch.index.tiers import Tiers
 from codesearch.index.vectors import TIER_PARAMS, VectorSearch, reuse_by_key
 from codesearch.keyword import BM25, BM25Builder
-from codesearch.ranking.facts import SymbolTable
 from codesearch.scope import kind_of
 from codesearch.types import FULL, KEYWORD, STATIC, Chunking, IndexReport, TextEmbedder, Tier
 
@@ -55,13 +55,6 @@ UNREAD_BY_DEFAULT = frozenset({"test"})
 """Chunk kinds the transformer leaves to keywords and the static tier unless ``embed_tests``."""
 _NO_FILE = bytes(32)
 """The hash recorded for a file skipped by its content (binary, unreadable): its stat is kept, it has no chunks."""
-
-
-def chunk_key(document: str) -> str:
-    """Identity of a chunk's model input: hex sha256 of its exact text."""
-    import hashlib
-
-    return hashlib.sha256(document.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,7 +209,7 @@ class _StaticStream:
             return
         made = self.vectors.embedder.embed_documents([document for _, document in self._pending])
         self._made.append((np.array([row for row, _ in self._pending], dtype=np.int64), made))
-        self._unsaved.append(([chunk_key_bytes(document).hex() for _, document in self._pending], made))
+        self._unsaved.append(([chunk_key(document).hex() for _, document in self._pending], made))
         self.embedded += len(self._pending)
         self._pending = []
         if not self.vectors.checkpoint:
@@ -580,13 +573,6 @@ def _sha256_of(path: str, max_file_bytes: int) -> bytes | None:
         return None
 
 
-def chunk_key_bytes(document: str) -> bytes:
-    """:func:`chunk_key` as raw bytes."""
-    import hashlib
-
-    return hashlib.sha256(document.encode("utf-8", "surrogatepass")).digest()
-
-
 def _chunk_symbols(columns: ChunkColumns) -> Iterator[tuple[int, list[str]]]:
     symbols = columns.symbols.tolist()
     bounds = columns.symbol_start.tolist()
@@ -595,4 +581,4 @@ def _chunk_symbols(columns: ChunkColumns) -> Iterator[tuple[int, list[str]]]:
             yield i, symbols[bounds[i]:bounds[i + 1]]
 
 
-__all__ = ["CHECKPOINT_EVERY", "STATIC_BATCH", "UNREAD_BY_DEFAULT", "BuildOptions", "IndexBuilder", "chunk_key"]
+__all__ = ["CHECKPOINT_EVERY", "STATIC_BATCH", "UNREAD_BY_DEFAULT", "BuildOptions", "IndexBuilder"]

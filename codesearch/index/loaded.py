@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from codesearch.chunking.symbols import SymbolTable
 from codesearch.exceptions import IndexCorruptError, ModelNotAvailableError
 from codesearch.index.columns import KIND_CODES, ChunkColumns
 from codesearch.index.manifest import ARRAYS, BM25_PREFIX, IndexManifest
@@ -20,7 +21,6 @@ from codesearch.index.store import IndexSnapshot, Verification
 from codesearch.index.vectors import TIER_PARAMS, VectorSearch
 from codesearch.keyword import BM25
 from codesearch.ranking import IndexFacts, Ranking, candidates_from_scores, rank, rank_scores
-from codesearch.ranking.facts import SymbolTable
 from codesearch.scope import KINDS, Scope
 from codesearch.types import FULL, STATIC, Hit, Mode, Tier
 

@@ -18,9 +18,10 @@ from dataclasses import replace
 
 import numpy as np
 
+from codesearch.chunking.symbols import QUALIFIERS, SymbolTable, definition_names
 from codesearch.index.loaded import LoadedIndex
 from codesearch.keyword.tokens import split_identifier
-from codesearch.ranking.facts import COMPAT, EXAMPLE, QUALIFIERS, STUB, SymbolTable, definition_names, squash_name
+from codesearch.ranking.facts import COMPAT, EXAMPLE, STUB, squash_name
 from codesearch.scope import CONFIG, DOC, TEST
 from codesearch.types import Hit, SymbolHits
 

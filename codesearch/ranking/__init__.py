@@ -12,7 +12,7 @@ weighted reciprocal rank fusion, also used to fuse several repositories.
 from __future__ import annotations
 
 from codesearch.ranking.config import ARTICLE, DEFAULT, DEFAULT_PRIORS, RANKINGS, STAGES, Ranking, resolve_ranking
-from codesearch.ranking.facts import IndexFacts, definition_names, path_classes, path_words
+from codesearch.ranking.facts import IndexFacts, path_classes, path_words
 from codesearch.ranking.fusion import reciprocal_rank_fusion
 from codesearch.ranking.pipeline import rank, rank_scores
 from codesearch.ranking.query import QueryProfile, analyze_query
@@ -31,7 +31,6 @@ __all__ = [
     "RankingFacts",
     "analyze_query",
     "candidates_from_scores",
-    "definition_names",
     "path_classes",
     "path_words",
     "rank",

@@ -1,7 +1,7 @@
 """Cut a file's text into line-bounded chunks reported as ``path:start-end``.
 
 The work is done by one of two twins with the same API: the Cython extension
-``codesearch._chunker`` (fast) or the pure-Python ``codesearch._chunker_py``
+``codesearch.chunking._chunker`` (fast) or the pure-Python ``codesearch.chunking._chunker_py``
 (reference). Importing this module picks the extension and falls back to the
 twin with a warning if it was not built; ``CODESEARCH_PUREPYTHON=1`` forces the
 twin. :data:`BACKEND` says which one is in use.
@@ -9,6 +9,7 @@ twin. :data:`BACKEND` says which one is in use.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import warnings
@@ -16,12 +17,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 if os.environ.get("CODESEARCH_PUREPYTHON") == "1":
-    from codesearch._chunker_py import chunk_lines, split_lines
+    from codesearch.chunking._chunker_py import chunk_lines, split_lines
 
     BACKEND = "python"
 else:
     try:
-        from codesearch._chunker import chunk_lines, split_lines  # type: ignore[no-redef]
+        from codesearch.chunking._chunker import chunk_lines, split_lines  # type: ignore[no-redef]
 
         BACKEND = "cython"
     except ImportError:  # pragma: no cover - depends on how the package was built
@@ -31,7 +32,7 @@ else:
             RuntimeWarning,
             stacklevel=2,
         )
-        from codesearch._chunker_py import chunk_lines, split_lines
+        from codesearch.chunking._chunker_py import chunk_lines, split_lines
 
         BACKEND = "python"
 
@@ -113,6 +114,12 @@ def document_text(path: str, text: str) -> str:
     return f"{path}\n{text}"
 
 
+def chunk_key(document: str) -> bytes:
+    """A chunk's identity: the sha256 of its :func:`document_text`, the exact text the model reads (an unchanged
+    text keeps its vectors in every tier and store)."""
+    return hashlib.sha256(document.encode("utf-8", "surrogatepass")).digest()
+
+
 def keyword_text(path: str, text: str) -> str:
     """The text BM25 indexes for a chunk: :func:`document_text`, then the file's stem twice and its last three folders.
 
@@ -165,6 +172,6 @@ def chunk_text(path: str, text: str, params: ChunkParams = ChunkParams()) -> lis
 
 
 __all__ = [
-    "BACKEND", "DEFINITION_TARGET_TOKENS", "Chunk", "ChunkParams", "chunk_lines", "chunk_text", "document_text",
+    "BACKEND", "DEFINITION_TARGET_TOKENS", "Chunk", "ChunkParams", "chunk_key", "chunk_lines", "chunk_text", "document_text",
     "keyword_text", "split_lines", "window_heads",
 ]

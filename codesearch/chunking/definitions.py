@@ -56,8 +56,8 @@ from dataclasses import dataclass, field
 from itertools import accumulate
 from typing import TYPE_CHECKING, NamedTuple
 
-from codesearch.chunking import Chunk, ChunkParams, chunk_lines, chunk_text, split_lines
-from codesearch.languages import LANGUAGES, READ_INSIDE, Definition, Language, language_for
+from codesearch.chunking.chunks import Chunk, ChunkParams, chunk_lines, chunk_text, split_lines
+from codesearch.chunking.languages import LANGUAGES, READ_INSIDE, Definition, Language, language_for
 
 if TYPE_CHECKING:  # pragma: no cover
     from tree_sitter import Node, Parser, Tree
