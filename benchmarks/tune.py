@@ -70,7 +70,7 @@ from peer_data import (  # noqa: E402
 
 from codesearch import CodeSearch  # noqa: E402
 from codesearch.ranking import DEFAULT, Ranking  # noqa: E402
-from codesearch.ranking.facts import DECLARATION  # noqa: E402
+from codesearch.ranking.paths import DECLARATION  # noqa: E402
 from codesearch.scope import CONFIG, DOC  # noqa: E402
 
 

@@ -1099,23 +1099,6 @@ def test_the_view_cache_drops_the_least_recently_used_views_past_its_budget() ->
     assert len(cache) == 0 and cache.nbytes == 0
 
 
-def test_a_vector_list_keeps_negative_products_and_a_keyword_list_drops_what_its_priors_zero() -> None:
-    """The lists' cut after their keys are known: a vector list's rows stay whatever their dot product (the read
-    before row ids kept them all); a keyword list's are weighed by the keyword priors, and a zero score goes."""
-    from codesearch.corpus.source import CorpusSource
-    from codesearch.ranking import Ranking
-
-    rows = {i: {"chunk_id": i, "repo": "r", "path": path, "ordinal": 0, "_rowid": i}
-            for i, path in enumerate(["a.py", "b.py", "README.md"])}
-    vector = CorpusSource._cut(None, [(0, 0.4), (1, -0.2), (2, -0.5)], rows, None, 10, None)  # type: ignore[arg-type]
-    assert [(row["chunk_id"], score) for row, score in vector] == [(0, 0.4), (1, -0.2), (2, -0.5)]
-    docs_zeroed = Ranking(prior_multipliers={"doc": 0.0})
-    keyword = CorpusSource._cut(None, [(2, 9.0), (0, 3.0), (1, 1.0)], rows, None, 10, docs_zeroed)  # type: ignore[arg-type]
-    assert [(row["chunk_id"], score) for row, score in keyword] == [(0, 3.0), (1, 1.0)]
-    assert [row["chunk_id"] for row, _ in CorpusSource._cut(None, [(0, 3.0), (1, 1.0)], rows, None, 1,  # type: ignore[arg-type]
-                                                            Ranking())] == [0]
-
-
 def test_serve_and_the_retrievers_answer_for_a_corpus(built: tuple[Corpus, dict[str, Path]]) -> None:
     """`codesearch serve --corpus`: /api/search and /api/status answer what `corpus search|status --json` print,
     the rest is refused in one line; the LangChain retriever over a Corpus names each hit's repository."""

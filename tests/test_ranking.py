@@ -9,6 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import HashingEmbedder
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from codesearch import CodeSearch
 from codesearch.chunking.symbols import SymbolTable, definition_names
@@ -16,7 +18,8 @@ from codesearch.ranking import (
     ARTICLE,
     DEFAULT,
     STAGES,
-    IndexFacts,
+    ChunkFacts,
+    FileFacts,
     Ranking,
     analyze_query,
     path_classes,
@@ -24,8 +27,9 @@ from codesearch.ranking import (
     rank_scores,
     resolve_ranking,
 )
+from codesearch.ranking import candidates as C
 from codesearch.ranking import stages as S
-from codesearch.ranking.facts import same_word, squash_name
+from codesearch.ranking.paths import same_word, squash_name
 
 # --- query profile -----------------------------------------------------------------
 
@@ -126,11 +130,11 @@ CHUNKS = [
 
 
 @pytest.fixture
-def facts() -> IndexFacts:
-    return IndexFacts(CHUNKS)
+def facts() -> ChunkFacts:
+    return ChunkFacts.of_records(CHUNKS)
 
 
-def test_facts_index_files_and_definitions(facts: IndexFacts) -> None:
+def test_facts_index_files_and_definitions(facts: ChunkFacts) -> None:
     assert facts.files[:2] == ["src/router.go", "src/middleware/logger.go"]
     assert facts.file_of.tolist() == [0, 0, 1, 1, 2, 3, 4, 5]
     assert facts.chunks_of[0] == [0, 1]
@@ -149,7 +153,7 @@ def test_path_facts_answer_as_a_scan_of_every_file_would() -> None:
         ("pkg/http", "HttpClients.java"), ("docs", "routing.md"), ("deep/routers/x", "index.ts"),
         ("a", "Logger.php"), ("", "README.md"))]
     paths = [p.replace("//", "/") for p in paths]
-    facts = IndexFacts([{"path": p} for p in paths])
+    facts = ChunkFacts.of_records([{"path": p} for p in paths])
     for word in ("routing", "router", "http", "client", "clients", "logger", "readme", "index", "xyz", "ro", ""):
         by_scan = {n for n, p in enumerate(facts.files) if any(same_word(word, w) for w in path_words(p))}
         assert facts.files_matching(word) == by_scan, word
@@ -183,17 +187,53 @@ def test_a_symbol_scan_answers_every_name_as_the_whole_table_does() -> None:
 
 def test_candidates_keep_only_positive_keyword_scores_and_respect_the_mask() -> None:
     lists = {"bm25": np.array([0.0, 3.0, 1.0, 0.0]), "dense": np.array([0.1, 0.2, 0.9, 0.5])}
-    assert S.candidates(lists, 3) == {"bm25": [1, 2], "dense": [2, 3, 1]}
+    assert C.candidates(lists, 3) == {"bm25": [1, 2], "dense": [2, 3, 1]}
     mask = np.array([True, False, True, True])
-    assert S.candidates(lists, 3, mask) == {"bm25": [2], "dense": [2, 3, 0]}
+    assert C.candidates(lists, 3, mask) == {"bm25": [2], "dense": [2, 3, 0]}
 
 
 def test_candidates_of_a_list_come_only_from_the_chunks_it_covers() -> None:
     lists = {"bm25": np.array([0.0, 3.0, 1.0, 0.0]), "dense": np.array([0.1, 0.2, 0.0, 0.5])}
     read = np.array([True, True, False, True])  # chunk 2 has no transformer vector: its 0.0 means nothing
-    assert S.candidates(lists, 4, covered={"dense": read}) == {"bm25": [1, 2], "dense": [3, 1, 0]}
+    assert C.candidates(lists, 4, covered={"dense": read}) == {"bm25": [1, 2], "dense": [3, 1, 0]}
     mask = np.array([False, True, True, True])
-    assert S.candidates(lists, 4, mask, {"dense": read}) == {"bm25": [1, 2], "dense": [3, 1]}
+    assert C.candidates(lists, 4, mask, {"dense": read}) == {"bm25": [1, 2], "dense": [3, 1]}
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([0.0, 0.5, 1.0, 2.0, 2.0, 7.5]), st.floats(-1, 1, width=32),
+                          st.booleans(), st.sampled_from(["src/a.py", "docs/guide.md", "tests/test_a.py", "setup.cfg"])),
+                min_size=1, max_size=40),
+       st.integers(1, 12), st.booleans(), st.booleans())
+def test_pairs_from_any_store_give_the_candidates_of_whole_score_arrays(
+        rows: list[tuple[float, float, bool, str]], k: int, scoped: bool, score_share: bool) -> None:
+    """The candidate stage is one rule: a store that returns (chunk, score) pairs, in any order and with rows out of
+    scope it could not filter (a glob), gets what an index scoring every chunk gets."""
+    facts = ChunkFacts.of_records([{"path": path} for _, _, _, path in rows])
+    lists = {"bm25": np.array([b for b, _, _, _ in rows], dtype=np.float32),
+             "dense": np.array([d for _, d, _, _ in rows], dtype=np.float32)}
+    mask = np.array([m for _, _, m, _ in rows]) if scoped else None
+    ranking = Ranking(depth=5, score_share=0.5 if score_share else 0.0)
+    expected = C.candidates_from_scores(lists, facts, ranking, k, mask)
+    pairs = {name: [(i, float(s)) for i, s in reversed(list(enumerate(scores)))] for name, scores in lists.items()}
+    found = C.candidates_from_pairs(pairs, facts, ranking, k, keep=None if mask is None else mask.__getitem__,
+                                    whole=pairs)
+    assert found.ranked == expected.ranked
+    for name in lists:
+        assert found.scores[name].tolist() == expected.scores[name].tolist()
+    assert found.ranges == expected.ranges
+
+
+def test_a_vector_list_keeps_negative_products_and_a_keyword_list_drops_what_its_priors_zero() -> None:
+    """A store's pairs (a corpus's Lance lists): a vector list's rows stay whatever their dot product; a keyword
+    list's are weighed by the keyword priors, and a zero score goes."""
+    facts = ChunkFacts(FileFacts(["a.py", "b.py", "README.md"]), {0: 0, 1: 1, 2: 2}, SymbolTable.build([]))
+    vector = C.candidates_from_pairs({"dense": [(0, 0.4), (1, -0.2), (2, -0.5)]}, facts, Ranking(), 10)
+    assert list(zip(vector.ranked["dense"], vector.scores["dense"].tolist())) == [(0, 0.4), (1, -0.2), (2, -0.5)]
+    docs_zeroed = Ranking(prior_multipliers={"doc": 0.0})
+    keyword = C.candidates_from_pairs({"bm25": [(2, 9.0), (0, 3.0), (1, 1.0)]}, facts, docs_zeroed, 10)
+    assert list(zip(keyword.ranked["bm25"], keyword.scores["bm25"].tolist())) == [(0, 3.0), (1, 1.0)]
+    assert C.candidates_from_pairs({"bm25": [(0, 3.0), (1, 1.0)]}, facts, Ranking(depth=1), 1).ranked == {"bm25": [0]}
 
 
 def test_list_weights_follow_the_query_kind() -> None:
@@ -223,7 +263,7 @@ def test_fuse_with_score_share_sees_how_far_apart_neighbours_are() -> None:
     assert close[3] == pytest.approx(0.5 / 3)
 
 
-def test_definitions_raise_the_defining_chunk_even_outside_the_candidates(facts: IndexFacts) -> None:
+def test_definitions_raise_the_defining_chunk_even_outside_the_candidates(facts: ChunkFacts) -> None:
     r = Ranking(definition_boost=2.0, definition_stem_bonus=1.5)
     scores = {2: 1.0, 4: 0.5}
     S.boost_definitions(scores, analyze_query("Router"), facts, r, top=1.0)
@@ -236,7 +276,7 @@ def test_definitions_raise_the_defining_chunk_even_outside_the_candidates(facts:
     assert scores == {1: 2.0}
 
 
-def test_embedded_names_count_only_as_spelled_and_at_the_embedded_scale(facts: IndexFacts) -> None:
+def test_embedded_names_count_only_as_spelled_and_at_the_embedded_scale(facts: ChunkFacts) -> None:
     r = Ranking(definition_boost=2.0, embedded_definition_scale=0.5, definition_stem_bonus=1.0)
     scores: dict[int, float] = {}
     S.boost_definitions(scores, analyze_query("where does the Logger write"), facts, r, top=1.0)
@@ -246,7 +286,7 @@ def test_embedded_names_count_only_as_spelled_and_at_the_embedded_scale(facts: I
     assert scores == {}
 
 
-def test_definitions_respect_the_scope_mask(facts: IndexFacts) -> None:
+def test_definitions_respect_the_scope_mask(facts: ChunkFacts) -> None:
     scores: dict[int, float] = {}
     mask = np.ones(len(CHUNKS), dtype=bool)
     mask[0] = False
@@ -254,7 +294,7 @@ def test_definitions_respect_the_scope_mask(facts: IndexFacts) -> None:
     assert 0 not in scores and scores  # out of scope; the other spelling (chunk 7) stands in
 
 
-def test_path_words_weigh_rare_words_more(facts: IndexFacts) -> None:
+def test_path_words_weigh_rare_words_more(facts: ChunkFacts) -> None:
     r = Ranking(path_boost=1.0, path_name_boost=0.0)
     scores = {0: 1.0, 2: 1.0, 3: 1.0, 4: 1.0}
     S.boost_path_words(scores, analyze_query("logger middleware"), facts, r, top=1.0)
@@ -266,7 +306,7 @@ def test_path_words_weigh_rare_words_more(facts: IndexFacts) -> None:
     assert scores == {2: 1.0}
 
 
-def test_path_words_below_the_least_share_gain_nothing(facts: IndexFacts) -> None:
+def test_path_words_below_the_least_share_gain_nothing(facts: ChunkFacts) -> None:
     query = analyze_query("where the logger walks the tree")
     # logger and tree each name one of 6 files, walks none: ln(7/2) / (2 ln(7/2) + ln 7) of the words each.
     share = math.log(3.5) / (2 * math.log(3.5) + math.log(7))
@@ -280,7 +320,7 @@ def test_path_words_below_the_least_share_gain_nothing(facts: IndexFacts) -> Non
         Ranking(path_min_share=1.5)
 
 
-def test_a_file_called_by_its_whole_name_raises_its_best_candidate(facts: IndexFacts) -> None:
+def test_a_file_called_by_its_whole_name_raises_its_best_candidate(facts: ChunkFacts) -> None:
     r = Ranking(path_boost=0.0, path_name_boost=0.5)
     scores = {0: 0.2, 1: 0.3, 2: 0.4, 4: 0.1}
     S.boost_path_words(scores, analyze_query("where routers mount sub trees"), facts, r, top=2.0)
@@ -294,21 +334,21 @@ def test_a_file_called_by_its_whole_name_raises_its_best_candidate(facts: IndexF
     assert scores == {0: 0.2, 7: 0.1}
 
 
-def test_coherence_raises_each_files_best_chunk_by_its_files_share(facts: IndexFacts) -> None:
+def test_coherence_raises_each_files_best_chunk_by_its_files_share(facts: ChunkFacts) -> None:
     scores = {0: 0.4, 1: 0.4, 2: 0.6, 4: 0.2}
     S.boost_coherence(scores, facts, Ranking(coherence_boost=0.5), top=1.0)
     # File sums: router 0.8 (largest), logger 0.6, tree 0.2.
     assert scores == pytest.approx({0: 0.4 + 0.5, 1: 0.4, 2: 0.6 + 0.5 * 0.6 / 0.8, 4: 0.2 + 0.5 * 0.2 / 0.8})
 
 
-def test_priors_multiply_by_path_class(facts: IndexFacts) -> None:
+def test_priors_multiply_by_path_class(facts: ChunkFacts) -> None:
     scores = {0: 1.0, 5: 1.0, 6: 1.0}
     S.apply_priors(scores, facts, Ranking(prior_multipliers={"test": 0.3, "doc": 0.5}), analyze_query("route"))
     assert scores == pytest.approx({0: 1.0, 5: 0.3, 6: 0.5})
 
 
 def test_the_declaration_prior_weighs_only_a_sentence_about_behaviour() -> None:
-    facts = IndexFacts([{"path": "src/createStore.ts"}, {"path": "src/types/store.ts"}, {"path": "src/types.ts"}])
+    facts = ChunkFacts.of_records([{"path": "src/createStore.ts"}, {"path": "src/types/store.ts"}, {"path": "src/types.ts"}])
     ranking = Ranking(prior_multipliers={"declaration": 0.5})
     expected = {
         "how listeners are subscribed after a state change": [1.0, 0.5, 0.5],
@@ -325,7 +365,7 @@ def test_the_declaration_prior_weighs_only_a_sentence_about_behaviour() -> None:
 
 def test_the_pipeline_reads_the_query_for_the_declaration_prior() -> None:
     # The interface in src/types/ leads both lists; the code that does the work is a close second.
-    facts = IndexFacts([{"path": "src/types/store.ts"}, {"path": "src/createStore.ts"}, {"path": "src/index.ts"}])
+    facts = ChunkFacts.of_records([{"path": "src/types/store.ts"}, {"path": "src/createStore.ts"}, {"path": "src/index.ts"}])
     lists = {"bm25": np.array([3.0, 2.5, 0.5]), "dense": np.array([0.7, 0.6, 0.1])}
     plain = replace(DEFAULT, definitions=False, path_words=False, coherence=False, diversity=False)
     first = {query: rank_scores(query, lists, facts, plain, k=3)[0][0]
@@ -334,15 +374,15 @@ def test_the_pipeline_reads_the_query_for_the_declaration_prior() -> None:
     assert rank_scores("how listeners are notified", lists, facts, replace(plain, priors=False), k=3)[0][0] == 0
 
 
-def test_keyword_lists_take_the_priors_of_docs_and_config_before_the_cut(facts: IndexFacts) -> None:
+def test_keyword_lists_take_the_priors_of_docs_and_config_before_the_cut(facts: ChunkFacts) -> None:
     lists = {"bm25": np.array([2.0, 0, 0, 0, 0, 3.0, 10.0, 0]), "dense": np.arange(8.0)}
-    weighed = S.weigh_keyword_lists(lists, facts, Ranking(prior_multipliers={"test": 0.3, "doc": 0.2}))
+    weighed = C.weigh_keyword_lists(lists, facts, Ranking(prior_multipliers={"test": 0.3, "doc": 0.2}))
     # The doc chunk (6) takes the docs' prior; the test chunk (5) does not (tests are not keyword priors).
     assert weighed["bm25"] == pytest.approx([2.0, 0, 0, 0, 0, 3.0, 2.0, 0])
     assert weighed["dense"] is lists["dense"]
-    assert S.candidates(weighed, 2)["bm25"] == [5, 0]
-    assert S.candidates(lists, 2)["bm25"] == [6, 5]
-    unweighed = S.weigh_keyword_lists(lists, facts, Ranking(keyword_priors=frozenset()))
+    assert C.candidates(weighed, 2)["bm25"] == [5, 0]
+    assert C.candidates(lists, 2)["bm25"] == [6, 5]
+    unweighed = C.weigh_keyword_lists(lists, facts, Ranking(keyword_priors=frozenset()))
     assert unweighed["bm25"] is lists["bm25"]
 
 
@@ -350,7 +390,7 @@ def test_a_readme_neither_takes_the_keyword_lists_first_place_nor_sets_its_scale
     # The keywords' best code chunk (0) and the transformer's (1) are close; a README matching the
     # query's prose scores far above both. Counted as the keyword list's top, it shrinks every code
     # chunk's keyword vote and the transformer's pick wins; weighed by its prior first, it does not.
-    facts = IndexFacts([{"path": "src/a.py"}, {"path": "src/b.py"}, {"path": "README.md"}, {"path": "src/c.py"}])
+    facts = ChunkFacts.of_records([{"path": "src/a.py"}, {"path": "src/b.py"}, {"path": "README.md"}, {"path": "src/c.py"}])
     lists = {"bm25": np.array([3.0, 1.0, 9.0, 0.0]), "dense": np.array([0.2, 0.6, 0.1, 0.3])}
     plain = replace(DEFAULT, definitions=False, path_words=False, coherence=False, diversity=False)
     assert [c for c, _ in rank_scores("send it again", lists, facts, plain, k=4)] == [0, 1, 3, 2]
@@ -362,12 +402,12 @@ def test_a_readme_neither_takes_the_keyword_lists_first_place_nor_sets_its_scale
     assert off != rank_scores("send it again", lists, facts, unweighed, k=4)
 
 
-def test_diversity_decays_extra_chunks_of_a_file_but_never_its_best(facts: IndexFacts) -> None:
+def test_diversity_decays_extra_chunks_of_a_file_but_never_its_best(facts: ChunkFacts) -> None:
     scores = {0: 1.0, 1: 0.9, 2: 0.8, 3: 0.7}
     out = S.diversify(scores, facts, Ranking(diversity_decay=0.5), evidence=dict(scores))
     assert out == [(0, 1.0), (2, 0.8), (1, 0.45), (3, 0.35)]
     # The third chunk of a file is decayed twice over.
-    one_file = IndexFacts([CHUNKS[0], CHUNKS[1], CHUNKS[0]])
+    one_file = ChunkFacts.of_records([CHUNKS[0], CHUNKS[1], CHUNKS[0]])
     three = S.diversify({0: 1.0, 1: 0.9, 2: 0.8}, one_file, Ranking(diversity_decay=0.5))
     assert [c for c, _ in three] == [0, 1, 2]
     assert [score for _, score in three] == pytest.approx([1.0, 0.45, 0.2])
@@ -378,7 +418,7 @@ def test_diversity_decays_extra_chunks_of_a_file_but_never_its_best(facts: Index
     assert S.diversify({0: 1.0, 1: 0.9}, facts, Ranking(diversity_free=2)) == [(0, 1.0), (1, 0.9)]
 
 
-def test_diversity_keeps_a_files_other_answers_and_decays_its_repeats(facts: IndexFacts) -> None:
+def test_diversity_keeps_a_files_other_answers_and_decays_its_repeats(facts: ChunkFacts) -> None:
     r = Ranking(diversity_decay=0.5, diversity_similar=(0.5, 0.9))
     vectors = np.zeros((8, 2), dtype=np.float32)
     vectors[0] = [1.0, 0.0]
@@ -400,7 +440,7 @@ def test_diversity_keeps_a_files_other_answers_and_decays_its_repeats(facts: Ind
 def test_the_first_hits_do_not_depend_on_k() -> None:
     rng = np.random.default_rng(3)
     chunks = [{"path": f"f{i % 23}.py"} for i in range(400)]
-    facts = IndexFacts(chunks)
+    facts = ChunkFacts.of_records(chunks)
     lists = {"bm25": np.maximum(rng.normal(size=400), 0.0), "dense": rng.normal(size=400)}
     vectors = rng.normal(size=(400, 8)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
@@ -422,7 +462,7 @@ class _CountedRows(np.ndarray):
 def test_diversity_with_k_stops_once_no_later_candidate_can_enter() -> None:
     # One file of 40 chunks whose vectors all point one way: each extra chunk repeats the first.
     chunks = [{"path": "a.py", "start_line": i, "end_line": i} for i in range(40)]
-    one_file = IndexFacts(chunks)
+    one_file = ChunkFacts.of_records(chunks)
     vectors = np.ones((40, 4), dtype=np.float32).view(_CountedRows) / 2.0
     scores = {i: 1.0 - i / 100 for i in range(40)}
     ranking = Ranking(diversity_decay=0.5)
@@ -441,7 +481,7 @@ def test_diversity_with_k_stops_once_no_later_candidate_can_enter() -> None:
     assert _CountedRows.reads >= 39
 
 
-def test_rank_runs_the_stages_in_order_and_each_can_be_switched_off(facts: IndexFacts) -> None:
+def test_rank_runs_the_stages_in_order_and_each_can_be_switched_off(facts: ChunkFacts) -> None:
     lists = {"bm25": np.array([0, 0, 2.0, 1.5, 0, 3.0, 0, 0]), "dense": np.array([0.1, 0, 0.5, 0.4, 0.2, 0.6, 0.3, 0.1])}
     full = rank_scores("request logger", lists, facts, DEFAULT, k=4)
     assert full[0][0] == 2  # the logger's path and both lists agree; the test file is held back by its prior
@@ -520,7 +560,7 @@ def test_facts_build_a_symbol_table_given_as_a_function_only_when_a_search_needs
         built.append(1)
         return SymbolTable.build([(0, ["Router"]), (1, ["serve"])])
 
-    facts = IndexFacts.from_columns(["a/router.go", "b/serve.go"], np.array([0, 1]), table)
+    facts = ChunkFacts.from_columns(["a/router.go", "b/serve.go"], np.array([0, 1]), table)
     assert facts.files_matching("router") == {0} and not built
     assert facts.defining(["router"]) == {0: "Router"} and facts.defining(["serve"]) == {1: "serve"}
     assert built == [1]

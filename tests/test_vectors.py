@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from codesearch.exceptions import IndexCorruptError
 from codesearch.index.vectors import DELTA_FILE, GRAPH_FILE, ROWS_FILE, GraphParams, VectorSearch, reuse_by_key
-from codesearch.ranking import stages
+from codesearch.ranking import candidates
 from codesearch.topk import top_k
 
 pytest.importorskip("usearch")
@@ -73,11 +73,11 @@ def test_exact_path_is_the_rankings_cut(n: int, dim: int, depth: int, seed: int,
     scores = vectors @ query
     lists = {"dense": scores}
     cover = None if covered is None else {"dense": covered}
-    ranked = stages.candidates(lists, depth, mask, cover)["dense"]
-    whole = stages.candidates(lists, depth, None, cover)
+    ranked = candidates.candidates(lists, depth, mask, cover)["dense"]
+    whole = candidates.candidates(lists, depth, None, cover)
     assert found.ids.tolist() == ranked
     assert np.array_equal(found.scores, scores[ranked]) and found.scores.dtype == np.float32
-    assert found.whole_range == stages.score_ranges(whole, lists).get("dense")
+    assert found.whole_range == candidates.score_ranges(whole, lists).get("dense")
 
 
 def test_small_index_is_exact_and_writes_nothing(tmp_path: Path) -> None:

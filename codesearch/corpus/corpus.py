@@ -48,7 +48,7 @@ from codesearch.corpus.schema import (
     sql_in,
     sql_string,
 )
-from codesearch.corpus.source import CorpusSource, RepoView, RowKeys, StaleKeywords, ViewCache, _FileSet, read_pool
+from codesearch.corpus.source import CorpusSource, FileSet, RepoView, RowKeys, StaleKeywords, ViewCache, read_pool
 from codesearch.corpus.store import CorpusStore, Writer, optimize_store
 from codesearch.embedding.catalogue import DEFAULT_MODEL, ModelSpec, resolve_model
 from codesearch.exceptions import ModelMismatchError, RepositoryNotInCorpusError, RootNotFoundError
@@ -230,7 +230,7 @@ class Corpus:
         self._static = static
         self._full: TextEmbedder | None = model if hasattr(model, "embed_query") else None  # type: ignore[assignment]
         self._views = ViewCache(VIEW_CACHE_BYTES)
-        self._files: dict[tuple[int, tuple[str, ...] | None], _FileSet] = {}
+        self._files: dict[tuple[int, tuple[str, ...] | None], FileSet] = {}
         self._keys: RowKeys | None = None  # the chunks table's at the version last searched across repositories
         self._fits: StoredFits | None = None  # the keywords table at the manifest's version
         self.last_report: CorpusReport | None = None
@@ -696,7 +696,7 @@ class Corpus:
                     view.kinds[i], text, tuple(view.symbols[i] or ()), repo=repo)
                 for (i, score), text in zip(ranked, texts)]
 
-    def _file_set(self, manifest: CorpusManifest, repos: list[str] | None) -> _FileSet:
+    def _file_set(self, manifest: CorpusManifest, repos: list[str] | None) -> FileSet:
         """The files (with chunks) of ``repos`` (``None``: all), numbered; cached per files-table version."""
         version = manifest.versions[FILES]
         key = (version, None if repos is None else tuple(sorted(repos)))
@@ -707,7 +707,7 @@ class Corpus:
             table = files.to_table(columns=["repo", "path"], filter=_and_repos(repos, "chunks > 0"))
             if len(self._files) > 8:
                 self._files.clear()
-            found = self._files[key] = _FileSet(table["repo"].to_pylist(), table["path"].to_pylist())
+            found = self._files[key] = FileSet(table["repo"].to_pylist(), table["path"].to_pylist())
         return found
 
     # -- facts ---------------------------------------------------------------------------------

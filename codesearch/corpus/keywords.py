@@ -34,8 +34,6 @@ import pyarrow as pa
 from codesearch.corpus.schema import CHUNKS, KEYWORD_SCHEMA, KEYWORDS, sql_in, wide_strings
 from codesearch.exceptions import IndexCorruptError
 from codesearch.keyword import BM25, Vocabulary, code_tokens, fit_counts
-from codesearch.ranking.config import Ranking
-from codesearch.ranking.facts import path_classes
 
 if TYPE_CHECKING:
     import lance
@@ -251,22 +249,5 @@ def full_text(ds: lance.LanceDataset, query: str, where: str | None, limit: int,
                        disable_scoring_autoprojection=True)
 
 
-def keyword_prior(path: str, ranking: Ranking, cache: dict[str, float] | None = None) -> float:
-    """The multiplier the keyword list takes for a file before its candidates are cut (``ranking.keyword_priors``),
-    as :func:`codesearch.ranking.stages.weigh_keyword_lists` applies it; 1 when priors are off."""
-    if not ranking.priors:
-        return 1.0
-    if cache is not None and path in cache:
-        return cache[path]
-    multipliers: Mapping[str, float] = ranking.prior_multipliers
-    value = 1.0
-    for name in path_classes(path):
-        if name in ranking.keyword_priors:
-            value *= multipliers.get(name, 1.0)
-    if cache is not None:
-        cache[path] = value
-    return value
-
-
-__all__ = ["FRAGMENT_BYTES", "READ_REPOS", "VIEW_ORDER", "StoredFits", "fit_keywords", "full_text", "keyword_prior",
-           "keyword_row", "query_terms", "read_stored", "repo_bm25", "stored_bm25", "stored_rows", "view_order"]
+__all__ = ["FRAGMENT_BYTES", "READ_REPOS", "VIEW_ORDER", "StoredFits", "fit_keywords", "full_text", "keyword_row",
+           "query_terms", "read_stored", "repo_bm25", "stored_bm25", "stored_rows", "view_order"]

@@ -1,14 +1,13 @@
 """Where a corpus search's candidates and ranking facts come from: one repository's view, or the corpus's indexes.
 
-Both feed the same ranking stages through the seam of
-:mod:`codesearch.ranking.source` (``Candidates`` and ``RankingFacts``);
-neither ranks anything itself.
+Both feed the same ranking (:mod:`codesearch.ranking`: its candidate stage and
+:class:`~codesearch.ranking.ChunkFacts`); neither ranks anything itself.
 
 - :class:`RepoView`, for a search scoped to one repository: that
   repository's rows read from the chunks table once (cached by the caller per
   table version), in the order a single index holds them (files by path,
   chunks by their place in the file), with its own BM25 statistics, its
-  vectors and :class:`~codesearch.ranking.IndexFacts`. Every retriever scores
+  vectors and :class:`~codesearch.ranking.ChunkFacts`. Every retriever scores
   every chunk of the repository, as in a single index, so the ranking sees
   exactly what a single index of that repository gives it.
 - :class:`CorpusSource`, across repositories (all, or several named): each
@@ -16,15 +15,16 @@ neither ranks anything itself.
   a refine step, the full-text index) with the scope as a prefilter,
   definitions from the label-list index over the chunks' definition names, and
   the path words, stems and priors of the files of the repositories searched
-  (:class:`CorpusFacts`). Chunks are numbered per query in (repository, path,
-  place in file) order, so equal scores are ordered as a single index orders
-  them.
+  (a :class:`~codesearch.ranking.FileFacts` kept per files-table version). The
+  rows a query reads are numbered in (repository, path, place in file) order,
+  so equal scores are ordered as a single index orders them, and the
+  candidate stage (:func:`~codesearch.ranking.candidates_from_pairs`) cuts them.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import lru_cache
@@ -32,13 +32,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from codesearch.chunking.symbols import SymbolScan, SymbolTable
-from codesearch.corpus.keywords import full_text, keyword_prior, repo_bm25, view_order
+from codesearch.chunking.symbols import SymbolScan
+from codesearch.corpus.keywords import full_text, repo_bm25, view_order
 from codesearch.corpus.schema import sql_in, sql_string, wide_strings
 from codesearch.corpus.store import index_kind
 from codesearch.index.loaded import LIST_OF, one_blas_thread, rank_exactly
 from codesearch.keyword import BM25
-from codesearch.ranking import Candidates, IndexFacts, Ranking, rank
+from codesearch.ranking import ChunkFacts, FileFacts, Ranking, candidates_from_pairs, rank
+from codesearch.ranking.candidates import keyword_multipliers
 from codesearch.ranking.query import analyze_query
 from codesearch.scope import KINDS, Scope
 from codesearch.types import FULL, STATIC, Mode, Tier
@@ -158,7 +159,7 @@ class RepoView:
         self.paths = files
         self.file_of = file_of
         # Definitions are looked for name by name: a view is often opened for one query.
-        self.facts = IndexFacts.from_columns(files, file_of, SymbolScan(self.symbols))
+        self.facts = ChunkFacts.from_columns(files, file_of, SymbolScan(self.symbols))
         self.read = np.asarray(rows["read"].to_numpy(zero_copy_only=False), dtype=bool)
         self.vectors: dict[Tier, np.ndarray] = {STATIC: _matrix(vectors[STATIC], static_dim)[order]}
         self._has_full = has_full
@@ -306,51 +307,13 @@ def _matrix(column: Any, dim: int) -> np.ndarray:
 # -- across repositories -------------------------------------------------------------------
 
 
-class _FileSet:
-    """The files of some repositories, numbered, with the facts path words, stems and priors read."""
+class FileSet:
+    """The files of some repositories, numbered, with their :class:`~codesearch.ranking.FileFacts` (path words, stems
+    and priors)."""
 
     def __init__(self, repos: Sequence[str], paths: Sequence[str]) -> None:
         self.number = {(repo, path): i for i, (repo, path) in enumerate(zip(repos, paths))}
-        # One pseudo-chunk per file: IndexFacts then answers per file (stems, path words, priors).
-        self.facts = IndexFacts.from_columns(list(paths), np.arange(len(paths), dtype=np.int64), SymbolTable.build([]))
-
-
-class CorpusFacts:
-    """:class:`~codesearch.ranking.RankingFacts` of one query across repositories: facts of its chunks and files."""
-
-    def __init__(self, files: _FileSet, file_of: dict[int, int], definitions: SymbolTable | SymbolScan) -> None:
-        self._files = files.facts
-        self._file_of = file_of
-        self._definitions = definitions
-
-    @property
-    def file_of(self) -> Mapping[int, int]:
-        return self._file_of
-
-    @property
-    def stems(self) -> Sequence[str]:
-        return self._files.stems
-
-    @property
-    def files(self) -> Sequence[str]:
-        return self._files.files
-
-    def files_matching(self, word: str) -> Collection[int]:
-        return self._files.files_matching(word)
-
-    def files_named(self, name: str) -> Sequence[int]:
-        return self._files.files_named(name)
-
-    def defining(self, names: Sequence[str]) -> dict[int, str]:
-        found: dict[int, str] = {}
-        for name in names:
-            for entry in self._definitions.get(name.lower()):
-                found.setdefault(entry.chunk, entry.name)
-        return found
-
-    def chunk_priors(self, multipliers: Mapping[str, float]) -> Mapping[int, float]:
-        per_file = self._files.chunk_priors(multipliers)
-        return {chunk: float(per_file[number]) for chunk, number in self._file_of.items()}
+        self.facts = FileFacts(paths)
 
 
 @dataclass
@@ -413,7 +376,7 @@ class CorpusSource:
         keys: the table's :class:`RowKeys` at ``chunks``' version (read here when not given or of another).
     """
 
-    def __init__(self, chunks: lance.LanceDataset, files: _FileSet, repos: Sequence[str] | None,
+    def __init__(self, chunks: lance.LanceDataset, files: FileSet, repos: Sequence[str] | None,
                  exact: bool = False, keys: RowKeys | None = None) -> None:
         self.ds = chunks
         self.files = files
@@ -427,10 +390,9 @@ class CorpusSource:
 
     def _keyword(self, query: str, where: Scope | None, depth: int, ranking: Ranking) -> list[tuple[int, float]]:
         """The full-text index's best rows for ``query``: (row id, score), ``depth`` of them or twice that where
-        globs or keyword priors are applied after the read (:meth:`_cut`)."""
+        globs or keyword priors are applied after the read (by the candidate stage)."""
         globs = where is not None and bool(where.include or where.exclude)
-        priors = ranking.priors and bool(set(ranking.keyword_priors) & set(ranking.prior_multipliers))
-        fetch = depth * (OVERFETCH if globs or priors else 1)
+        fetch = depth * (OVERFETCH if globs or keyword_multipliers(ranking) else 1)
         table = full_text(self.ds, query, self._where(where), fetch, ["_rowid"])
         return list(zip(table["_rowid"].to_pylist(), table["_score"].to_pylist()))
 
@@ -457,20 +419,6 @@ class CorpusSource:
         # refine step): the scores a single index computes, without reading the vectors.
         distances = np.asarray(table["_distance"].to_numpy(zero_copy_only=False), dtype=np.float32)
         return list(zip(table["_rowid"].to_pylist(), (np.float32(1.0) - distances).tolist()))
-
-    def _cut(self, found: list[tuple[int, float]], rows: Mapping[int, dict[str, Any]], where: Scope | None,
-             depth: int, ranking: Ranking | None) -> list[tuple[dict[str, Any], float]]:
-        """A list's ``depth`` best rows in scope; with ``ranking``, a keyword list's: weighed by the keyword priors and
-        without the rows they zero (a vector list keeps every row, negative products too)."""
-        globs = where is not None and bool(where.include or where.exclude)
-        cache: dict[str, float] = {}
-        out = []
-        for row_id, raw in found:
-            row = rows[row_id]
-            score = raw * keyword_prior(row["path"], ranking, cache) if ranking is not None else raw
-            if (ranking is None or score > 0) and (not globs or where is None or where.allows_path(row["path"])):
-                out.append((row, score))
-        return _best(out, depth)
 
     def _definitions(self, names: list[str], where: Scope) -> list[dict[str, Any]]:
         """The rows in scope that define any of ``names`` (lowercased)."""
@@ -504,39 +452,33 @@ class CorpusSource:
         done = {key: job.result() for key, job in jobs.items()}
         definitions: list[dict[str, Any]] = done.pop(("definitions", ""), [])
         keys = self.keys.rows([row_id for found in done.values() for row_id, _ in found])
-        cut = {(kind, name): self._cut(found, keys, where if kind == "lists" else None, depth,
-                                        ranking if name == "bm25" else None)
-               for (kind, name), found in done.items()}
-        lists: dict[str, list[tuple[dict[str, Any], float]]] = {n: v for (kind, n), v in cut.items() if kind == "lists"}
-        whole: dict[str, list[tuple[dict[str, Any], float]]] = {n: v for (kind, n), v in cut.items() if kind == "whole"}
+        # Every row read, numbered in (repository, path, place in file) order: the candidate stage cuts the lists.
         rows: dict[int, dict[str, Any]] = {}
-        for found in lists.values():
-            for row, _ in found:
+        for found in done.values():
+            for row_id, _ in found:
+                row = keys[row_id]
                 rows.setdefault(row["chunk_id"], row)
         for row in definitions:
             rows.setdefault(row["chunk_id"], row)
         ordered = sorted(rows.values(), key=lambda r: (r["repo"], r["path"], r["ordinal"]))
         number = {row["chunk_id"]: i for i, row in enumerate(ordered)}
-        ranked = {name: [number[row["chunk_id"]] for row, _ in found] for name, found in lists.items()}
-        scores = {name: np.array([s for _, s in found], dtype=np.float64) for name, found in lists.items()}
-        ranges: dict[str, tuple[float, float]] = {}
-        if ranking.score_share:
-            for name, found in lists.items():
-                source = whole.get(name, found)
-                if source:
-                    ranges[name] = (float(source[-1][1]), float(source[0][1]))
+        pairs = {key: [(number[keys[row_id]["chunk_id"]], score) for row_id, score in found]
+                 for key, found in done.items()}
         file_of = {i: self.files.number[(row["repo"], row["path"])] for i, row in enumerate(ordered)}
         # Looked up name by name in the defining rows' symbols (a row may define many other names, and splitting
         # each of its symbols cost 11 ms a query at 1M rows, where a name has a hundred definitions).
         defined: list[Sequence[str] | None] = [None] * len(ordered)
         for row in definitions:
             defined[number[row["chunk_id"]]] = row["symbols"]
-        symbols = SymbolScan(defined)
-        facts = CorpusFacts(self.files, file_of, symbols)
+        facts = ChunkFacts(self.files.facts, file_of, SymbolScan(defined))
+        globs = bool(where.include or where.exclude)
+        found_ = candidates_from_pairs(
+            {name: found for (kind, name), found in pairs.items() if kind == "lists"}, facts, ranking, k,
+            keep=(lambda chunk: where.allows_path(ordered[chunk]["path"])) if globs else None,
+            whole={name: found for (kind, name), found in pairs.items() if kind == "whole"})
         vectors = None
         if vector_column is not None and query_vector is not None:
             vectors = _LazyVectors(self.ds, ordered, vector_column, len(query_vector))
-        found_ = Candidates(ranked, scores, ranges)
         with one_blas_thread():
             best = rank(query, found_, facts, ranking, k, vectors)
         self._complete([ordered[i] for i, _ in best], ROW_COLUMNS)  # only the hits' texts are read
@@ -581,11 +523,5 @@ def read_pool() -> ThreadPoolExecutor:
     return ThreadPoolExecutor(4, thread_name_prefix="codesearch-corpus")
 
 
-def _best(found: list[tuple[dict[str, Any], float]], depth: int) -> list[tuple[dict[str, Any], float]]:
-    """The ``depth`` best, best first; equal scores in (repository, path, place in file) order."""
-    found.sort(key=lambda item: (-item[1], item[0]["repo"], item[0]["path"], item[0]["ordinal"]))
-    return found[:depth]
-
-
-__all__ = ["COLUMN_OF", "LIST_OF", "CorpusFacts", "CorpusSource", "Found", "RepoView", "RowKeys", "StaleKeywords",
+__all__ = ["COLUMN_OF", "LIST_OF", "CorpusSource", "FileSet", "Found", "RepoView", "RowKeys", "StaleKeywords",
            "ViewCache", "nearest_options", "read_pool", "scope_sql"]
