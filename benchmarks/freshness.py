@@ -49,7 +49,7 @@ from typing import Any
 
 from codesearch import CodeSearch
 from codesearch.files import changed_files, scan
-from codesearch.scope import kind_of
+from codesearch.files.kinds import kind_of
 
 
 def make_tree(root: Path, files: int) -> Path:

@@ -69,9 +69,9 @@ from peer_data import (  # noqa: E402
 )
 
 from codesearch import CodeSearch  # noqa: E402
+from codesearch.files.kinds import CONFIG, DOC  # noqa: E402
 from codesearch.ranking import DEFAULT, Ranking  # noqa: E402
 from codesearch.ranking.paths import DECLARATION  # noqa: E402
-from codesearch.scope import CONFIG, DOC  # noqa: E402
 
 
 def _variants() -> dict[str, Ranking]:

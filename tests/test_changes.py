@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from codesearch.files import changes as changes_module
 from codesearch.files import scan
 from codesearch.files._statpass_py import StatTable as PyStatTable
-from codesearch.files.changes import Changes, StatPass, changed_files
+from codesearch.files.changes import RACY_NS, Changes, StatPass, changed_files, content_sha256, trusted_mtime, unchanged
 
 try:
     from codesearch.files._statpass import StatTable as CyStatTable
@@ -151,3 +151,61 @@ def test_a_root_that_vanished_is_reported_by_the_prepared_pass(tree: Path, tmp_p
     tree.rename(tmp_path / "moved")
     with pytest.raises(changes_module.RootNotFoundError):
         prepared.changes()
+
+
+# --------------------------------------------------------------------------- the one rule
+
+
+def test_an_mtime_within_the_racy_window_of_its_read_is_not_trusted() -> None:
+    read = 10 * RACY_NS
+    assert trusted_mtime(read - RACY_NS, read) == read - RACY_NS  # as old as the window: trusted
+    assert trusted_mtime(read - RACY_NS + 1, read) is None  # a nanosecond newer: the same tick may hide a change
+    assert trusted_mtime(read + 5, read) is None  # written after it was read (a clock step): not trusted
+
+
+def test_a_file_is_unchanged_only_by_known_and_equal_stats() -> None:
+    assert unchanged((10, 1_000), 10, 1_000)
+    assert not unchanged((10, 1_000), 11, 1_000) and not unchanged((10, 1_000), 10, 1_001)
+    assert not unchanged((10, None), 10, 1_000)  # an untrusted mtime: read again
+    assert not unchanged(None, 10, 1_000)  # never recorded
+
+
+def test_content_sha256_reads_the_file_or_says_it_cannot(tmp_path: Path) -> None:
+    import hashlib
+
+    path = tmp_path / "a.py"
+    path.write_bytes(b"print(1)\n")
+    assert content_sha256(str(path), 1 << 20) == hashlib.sha256(b"print(1)\n").digest()
+    assert content_sha256(str(path), 4) is None  # grown past the limit
+    assert content_sha256(str(tmp_path / "gone.py"), 1 << 20) is None
+
+
+def test_the_scan_and_the_builder_apply_the_rule(tmp_path: Path) -> None:
+    """A folder the scan just read is recorded with -1 (untrusted). A file whose recorded mtime was too recent to
+    trust when the index was built is read again even with the same size and mtime, and an edit that kept both is
+    found; once its mtime is older than the window, the same stats keep it unread."""
+    from conftest import HashingEmbedder
+
+    from codesearch import CodeSearch
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    source = repo / "a.py"
+    assert scan(repo).walk_stats["/"][1] == -1
+
+    def edit_keeping_stats(text: str) -> None:
+        stat = source.stat()
+        source.write_text(text)
+        os.utime(source, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+
+    source.write_text("def a():\n    return 1\n")
+    cs = CodeSearch(repo, model=HashingEmbedder(), static=False, index_dir=tmp_path / "idx")
+    cs.index(tier="full")
+    edit_keeping_stats("def a():\n    return 2\n")
+    assert cs.index(tier="full").changed_files == 1  # recorded within the window: read, and found changed
+    past = time.time_ns() - 10 * RACY_NS
+    os.utime(source, ns=(past, past))
+    assert cs.index(tier="full").changed_files == 0  # other stats: read, the same bytes: kept
+    edit_keeping_stats("def a():\n    return 3\n")
+    assert cs.index(tier="full").changed_files == 0  # trusted stats, the same: left unread
+    assert "return 2" in cs.search("a", k=1, mode="bm25", refresh=False)[0].text

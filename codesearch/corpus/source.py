@@ -36,12 +36,13 @@ from codesearch.chunking.symbols import SymbolScan
 from codesearch.corpus.keywords import full_text, repo_bm25, view_order
 from codesearch.corpus.schema import sql_in, sql_string, wide_strings
 from codesearch.corpus.store import index_kind
+from codesearch.files.kinds import KINDS
 from codesearch.index.loaded import LIST_OF, one_blas_thread, rank_exactly
 from codesearch.keyword import BM25
 from codesearch.ranking import ChunkFacts, FileFacts, Ranking, candidates_from_pairs, rank
 from codesearch.ranking.candidates import keyword_multipliers
 from codesearch.ranking.query import analyze_query
-from codesearch.scope import KINDS, Scope
+from codesearch.scope import Scope
 from codesearch.types import FULL, STATIC, Mode, Tier
 
 if TYPE_CHECKING:

@@ -11,7 +11,7 @@
 
 from __future__ import annotations
 
-from codesearch.index.builder import CHECKPOINT_EVERY, UNREAD_BY_DEFAULT, BuildOptions, IndexBuilder
+from codesearch.index.builder import CHECKPOINT_EVERY, BuildOptions, IndexBuilder
 from codesearch.index.freshness import Freshness
 from codesearch.index.loaded import LoadedIndex
 from codesearch.index.manifest import IndexManifest, TierFacts
@@ -19,6 +19,6 @@ from codesearch.index.store import FORMAT_VERSION, IndexSnapshot, IndexStore
 from codesearch.index.tiers import Tiers
 from codesearch.index.vectors import EXACT_BELOW, TIER_PARAMS, DenseCandidates, GraphParams, VectorSearch
 
-__all__ = ["CHECKPOINT_EVERY", "EXACT_BELOW", "FORMAT_VERSION", "UNREAD_BY_DEFAULT", "BuildOptions", "DenseCandidates",
+__all__ = ["CHECKPOINT_EVERY", "EXACT_BELOW", "FORMAT_VERSION", "BuildOptions", "DenseCandidates",
            "Freshness", "GraphParams", "IndexBuilder", "IndexManifest", "IndexSnapshot", "IndexStore", "LoadedIndex",
            "TIER_PARAMS", "TierFacts", "Tiers", "VectorSearch"]

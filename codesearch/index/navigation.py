@@ -19,10 +19,10 @@ from dataclasses import replace
 import numpy as np
 
 from codesearch.chunking.symbols import QUALIFIERS, SymbolTable, definition_names
+from codesearch.files.kinds import CONFIG, DOC, TEST
 from codesearch.index.loaded import LoadedIndex
 from codesearch.keyword.tokens import split_identifier
 from codesearch.ranking.paths import COMPAT, EXAMPLE, STUB, squash_name
-from codesearch.scope import CONFIG, DOC, TEST
 from codesearch.types import Hit, SymbolHits
 
 _IDENTIFIER = re.compile(r"\w+")

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
 from typing import Any
 
+from codesearch.files.kinds import CONFIG, DOC, TEST
 from codesearch.ranking.paths import COMPAT, DECLARATION, EXAMPLE, PATH_CLASSES, REEXPORT, STUB
-from codesearch.scope import CONFIG, DOC, TEST
 
 STAGES = ("definitions", "path_words", "coherence", "priors", "diversity")
 """The switchable stages after fusion, in the order they run."""

@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
+from codesearch.files.kinds import CONFIG, DOC, TEST, kind_of
 from codesearch.keyword.tokens import split_identifier
-from codesearch.scope import CONFIG, DOC, TEST, kind_of
 
 # Path classes that priors act on (see Ranking.priors).
 COMPAT = "compat"
@@ -103,7 +103,7 @@ def path_classes(path: str, kind: str | None = None) -> frozenset[str]:
     for code that lives elsewhere. A test or a stub (``.d.ts``) is not one:
     those classes have their own priors, which would otherwise stack.
 
-    ``kind`` is the file's :func:`~codesearch.scope.kind_of`, when the caller has it already.
+    ``kind`` is the file's :func:`~codesearch.files.kinds.kind_of`, when the caller has it already.
     """
     folder, _, name = path.rpartition("/")
     found = {kind or kind_of(path)} & {TEST, DOC, CONFIG}
