@@ -208,13 +208,14 @@ def quality(repos: Sequence[Repo], corpus: Corpus, single: dict[str, CodeSearch]
 
 def keyword_parity(corpus: Corpus, queries: Sequence[str]) -> dict[str, Any]:
     """Lance's full-text index against an exact BM25 (the library's formula) over every chunk of the corpus."""
-    from codesearch.corpus.keywords import full_text, repo_bm25
+    from codesearch.corpus.keywords import full_text
+    from codesearch.keyword.arrow import fit_term_column
     from codesearch.topk import top_k
 
     ds = corpus.store.open(CHUNKS, corpus.store.manifest().versions[CHUNKS])
     table = ds.to_table(columns=["chunk_id", "keyword_text"])
     ids = np.asarray(table["chunk_id"].to_numpy())
-    bm25 = repo_bm25(table["keyword_text"])
+    bm25 = fit_term_column(table["keyword_text"])
     overlaps, same10 = [], 0
     for query in queries:
         exact = ids[top_k(bm25.score(query), DEPTH, above=0.0)].tolist()

@@ -434,13 +434,14 @@ def test_kill_9_during_a_refresh_leaves_the_old_or_the_new_corpus(built: tuple[C
 
 def fresh_fit(c: Corpus, repo: str) -> tuple[list[int], Any]:
     """The BM25 a repository's rows give now, fitted from their terms as a view without a stored fit does."""
-    from codesearch.corpus.keywords import repo_bm25, view_order
+    from codesearch.corpus.keywords import view_order
+    from codesearch.keyword.arrow import fit_term_column
 
     ds = c.store.open(CHUNKS, c.store.manifest().versions[CHUNKS])
     assert ds is not None
     rows = ds.to_table(columns=["chunk_id", "path", "ordinal", "keyword_text"], filter=f"repo = '{repo}'")
     rows = rows.take(view_order(rows))
-    return rows["chunk_id"].to_pylist(), repo_bm25(rows["keyword_text"])
+    return rows["chunk_id"].to_pylist(), fit_term_column(rows["keyword_text"])
 
 
 def test_each_repositorys_bm25_is_stored_by_the_writer_and_read_by_its_first_scoped_search(
@@ -471,7 +472,7 @@ def test_each_repositorys_bm25_is_stored_by_the_writer_and_read_by_its_first_sco
     for name in repos:
         check(name)
     with monkeypatch.context() as patched:
-        patched.setattr(source, "repo_bm25", fitted)
+        patched.setattr(source, "fit_term_column", fitted)
         fresh_reader = corpus(Path(c.store.uri))
         assert {q: [h.location for h in fresh_reader.search(q, k=5, repos="pyreq")] for q in QUERIES} == expected
     # A refresh that changes a repository's chunks stores its new fit (and leaves the other's row as it was).
@@ -489,7 +490,7 @@ def test_each_repositorys_bm25_is_stored_by_the_writer_and_read_by_its_first_sco
     assert after is not None and after.count_rows() == 2
     assert after.read_blobs("bm25", addresses=[keywords.stored_rows(after)["gochi"]])[0][1] == gochi_blob
     with monkeypatch.context() as patched:
-        patched.setattr(source, "repo_bm25", fitted)
+        patched.setattr(source, "fit_term_column", fitted)
         assert "platypus_len" in corpus(Path(c.store.uri)).search("platypus_len", k=1, repos="pyreq", mode="bm25")[0].text
     # A stale row (the keywords table of the build, before the refresh), or one that cannot be read: fitted from
     # the rows' terms, the same answers.
@@ -977,38 +978,6 @@ def test_a_build_on_ray_writes_its_rows_and_makes_its_indexes_outside_the_driver
     assert ds is not None
     assert {"repo_idx", "chunk_id_idx", "def_names_idx", "keyword_text_idx"} <= {i["name"] for i in ds.list_indices()}
     assert c.search("super_len", k=3, repos=["pyreq"])[0].path.endswith("utils.py")
-
-
-def test_a_repository_bm25_fitted_from_stored_terms_is_the_single_index_fit_bit_for_bit() -> None:
-    """The vectorized fit of a view (Arrow's split, dictionary encoding and counts) numbers terms, counts them and
-    weighs them exactly as the builder a single index uses, on chunks of every shape: repeated terms, runs of
-    spaces, empty chunks, non-ASCII terms."""
-    from codesearch.corpus.keywords import repo_bm25
-    from codesearch.keyword import BM25Builder, code_tokens
-
-    texts = [" ".join(code_tokens(t)) for t in (SESSIONS, UTILS, ROUTER, MIDDLEWARE)]
-    texts += ["", "get get  get post", " leading and trailing ", "größe größe naïve", "post", "", "get"]
-    builder = BM25Builder()
-    for text in texts:
-        counts: dict[str, int] = {}
-        for term in text.split():
-            counts[term] = counts.get(term, 0) + 1
-        builder.add_counts(counts.keys(), counts.values())
-    expected = builder.fit()
-    # Large strings too: what a repository's terms past 2 GiB are read as (32-bit offsets would overflow).
-    for column in (pa.array(texts), pa.chunked_array([texts[:5], texts[5:]]), pa.array(texts, pa.large_string()),
-                   pa.chunked_array([texts[:5], texts[5:]], pa.large_string())):
-        fitted = repo_bm25(column)
-        assert dict(fitted.vocabulary_.items()) == dict(expected.vocabulary_.items())
-        for mine, theirs in zip(fitted.postings_, expected.postings_):
-            assert mine.dtype == theirs.dtype and np.array_equal(mine, theirs)
-        assert np.array_equal(fitted.idf_, expected.idf_) and np.array_equal(fitted.doc_len_, expected.doc_len_)
-        stored, built = fitted.to_arrays(), expected.to_arrays()
-        assert stored.keys() == built.keys()
-        for key, array in built.items():
-            assert np.array_equal(stored[key], array), key
-        for query in ("get post", "session redirect", "größe", "nothing here"):
-            assert np.array_equal(fitted.score(query), expected.score(query))
 
 
 def test_wide_strings_gives_named_string_columns_64_bit_offsets_and_keeps_their_values() -> None:

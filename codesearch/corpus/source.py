@@ -33,12 +33,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from codesearch.chunking.symbols import SymbolScan
-from codesearch.corpus.keywords import full_text, repo_bm25, view_order
+from codesearch.corpus.keywords import full_text, view_order
 from codesearch.corpus.schema import sql_in, sql_string, wide_strings
 from codesearch.corpus.store import index_kind
 from codesearch.files.kinds import KINDS
 from codesearch.index.loaded import LIST_OF, one_blas_thread, rank_exactly
 from codesearch.keyword import BM25
+from codesearch.keyword.arrow import fit_term_column
 from codesearch.ranking import ChunkFacts, FileFacts, Ranking, candidates_from_pairs, rank
 from codesearch.ranking.candidates import keyword_multipliers
 from codesearch.ranking.query import analyze_query
@@ -114,7 +115,7 @@ class RepoView:
         repo: its name.
         rows: its rows of the chunks table (any order; sorted here by path and place in file).
         static_dim, full_dim: the vector sizes (for a repository with no row of a tier's vectors).
-        keywords: its stored BM25 fit (:func:`~codesearch.corpus.keywords.stored_bm25`): its chunk ids in order and
+        keywords: its stored BM25 fit (:func:`~codesearch.corpus.keywords.read_stored`): its chunk ids in order and
             the fit; used when they are the ids of ``rows``, else the fit is made from ``rows``' ``keyword_text``.
         chunks: the chunks table at the version ``rows`` come from, to read later what they lack: the transformer's
             vectors (``vector``, read when a query of that tier first comes; ``has_full``: whether the repository
@@ -141,7 +142,7 @@ class RepoView:
         if keywords is not None and np.array_equal(keywords[0], self.ids):
             self.bm25 = keywords[1]
         elif "keyword_text" in rows.column_names:
-            self.bm25 = repo_bm25(rows["keyword_text"])
+            self.bm25 = fit_term_column(rows["keyword_text"])
         else:
             raise StaleKeywords(f"the stored keywords of {repo!r} are not those of its chunks")
         self.texts: pa.Array | None = None  # read on a second query (:meth:`text_of`)
