@@ -23,7 +23,9 @@ import codesearch.search as search_module
 from codesearch import CodeSearch
 from codesearch.cli import main
 from codesearch.exceptions import IndexCorruptError
-from codesearch.index.store import IndexSnapshot, IndexStore, Verification
+from codesearch.index.integrity import Verification
+from codesearch.index.snapshot import IndexSnapshot
+from codesearch.index.store import IndexStore
 from codesearch.strings import Strings
 
 TESTS = '''\

@@ -137,7 +137,7 @@ def test_exports_are_cached_and_complete(embed_tiny_bert_dir: Path, tmp_path: Pa
 @pytest.mark.slow
 def test_two_processes_export_once(embed_tiny_bert_dir: Path, tmp_path: Path) -> None:
     """Both wait on the lock while it is held; then one exports and the other finds its export."""
-    from filelock import FileLock
+    from codesearch._lock import FileLock
 
     spec = resolve_model(str(embed_tiny_bert_dir), pooling="cls", max_length=64)
     target = tmp_path / "models" / export.export_key(spec)
@@ -151,7 +151,7 @@ def test_two_processes_export_once(embed_tiny_bert_dir: Path, tmp_path: Path) ->
         "print(json.dumps({'cached': r.cached, 'path': str(r.path)}))\n"
     )
     held = FileLock(str(target) + ".lock")
-    held.acquire()
+    held.acquire(0)
     try:
         procs = [
             subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -34,7 +34,7 @@ def test_a_disk_that_fills_during_a_build_leaves_the_index_as_it_was(repo: Path,
     before = stored_records(cs.store.load().arrays)
     (repo / "pkg" / "zoo.py").write_text("def zebra_crossing():\n    return 'stripes'\n")
     written = []
-    real = store_module._write_array
+    real = store_module.write_array
 
     def fill_up(path: Path, array: np.ndarray) -> dict[str, object]:
         written.append(path.name)
@@ -43,7 +43,7 @@ def test_a_disk_that_fills_during_a_build_leaves_the_index_as_it_was(repo: Path,
             raise OSError(errno.ENOSPC, "No space left on device", str(path))
         return real(path, array)
 
-    monkeypatch.setattr(store_module, "_write_array", fill_up)
+    monkeypatch.setattr(store_module, "write_array", fill_up)
     with pytest.raises(IndexWriteError, match="no space left to write the index .*the index there is as it was") as info:
         cs.index()
     assert isinstance(info.value, CodeSearchError) and isinstance(info.value, OSError)
@@ -60,7 +60,7 @@ def test_the_cli_says_the_disk_is_full_in_one_line(repo: Path, tmp_path: Path) -
         "import codesearch.index.store as s\n"
         "def full(path, array):\n"
         "    raise OSError(errno.ENOSPC, 'No space left on device', str(path))\n"
-        "s._write_array = full\n"
+        "s.write_array = full\n"
         "from codesearch.cli import main\n"
         "sys.exit(main())\n"
     )

@@ -25,7 +25,8 @@ from conftest import HashingEmbedder
 from codesearch import CodeSearch
 from codesearch.exceptions import IndexCorruptError, IndexLockedError
 from codesearch.index.columns import stored_records
-from codesearch.index.store import IndexSnapshot, IndexStore
+from codesearch.index.snapshot import IndexSnapshot
+from codesearch.index.store import IndexStore
 
 TESTS_DIR = Path(__file__).parent
 FORKSERVER = multiprocessing.get_context("forkserver")

@@ -9,7 +9,7 @@ pinned one is restored), commits the fragments the actors wrote
 file rows and upgraded chunk rows with ``merge_insert`` and, once everything is
 committed, replaces the manifest. Concurrent ``merge_insert`` calls can
 duplicate rows in current Lance (lance#4585), so there is one writer: a lock
-file for a local store; for a bucket the caller runs one writer at a time.
+file for a local store (:mod:`codesearch._lock`); for a bucket the caller runs one writer at a time.
 
 Once the manifest names the new versions the writer removes the versions
 neither it nor the previous manifest names (:meth:`Writer.cleanup`), and data
@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from codesearch._lock import FileLock, LockHeld
 from codesearch.corpus.schema import CHUNKS, DATASETS, FILE_SCHEMA, FILES, MANIFEST_FILE, CorpusManifest
 from codesearch.exceptions import CorpusNotFoundError, IndexLockedError
 
@@ -237,15 +238,13 @@ class CorpusStore:
         """
         lock = None
         if not self.remote:
-            from filelock import FileLock, Timeout
-
             Path(self._root).mkdir(parents=True, exist_ok=True)
-            lock = FileLock(str(Path(self._root) / ".writer.lock"))
+            lock = FileLock(Path(self._root) / ".writer.lock")
             try:
-                lock.acquire(timeout=timeout)
-            except Timeout:
-                raise IndexLockedError(f"another process is writing the corpus at {self.uri}; "
-                                       "wait for it, or remove .writer.lock if none is running") from None
+                lock.acquire(timeout)
+            except LockHeld as held:
+                raise IndexLockedError(f"another process ({held.holder}) is writing the corpus at {self.uri}; "
+                                       "wait for it to finish") from None
         try:
             pinned = self.manifest(fresh=True).versions if self.exists() else {}
             current = {}

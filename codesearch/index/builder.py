@@ -40,7 +40,8 @@ from codesearch.index.columns import KIND_CODES, ChunkColumns, ColumnsWriter
 from codesearch.index.cutting import CutFile, FileTask, cut_in_order
 from codesearch.index.loaded import LoadedIndex, graph_prefix
 from codesearch.index.manifest import ARRAYS, BM25_PREFIX, IndexManifest, TierFacts
-from codesearch.index.store import IndexSnapshot, IndexStore
+from codesearch.index.snapshot import IndexSnapshot
+from codesearch.index.store import IndexStore
 from codesearch.index.tiers import Tiers
 from codesearch.index.vectors import TIER_PARAMS, VectorSearch, reuse_by_key
 from codesearch.keyword import BM25, BM25Builder

@@ -17,8 +17,9 @@ from codesearch.chunking.symbols import SymbolTable
 from codesearch.exceptions import IndexCorruptError, ModelNotAvailableError
 from codesearch.files.kinds import KINDS
 from codesearch.index.columns import KIND_CODES, ChunkColumns
+from codesearch.index.integrity import Verification
 from codesearch.index.manifest import ARRAYS, BM25_PREFIX, IndexManifest
-from codesearch.index.store import IndexSnapshot, Verification
+from codesearch.index.snapshot import IndexSnapshot
 from codesearch.index.vectors import TIER_PARAMS, VectorSearch
 from codesearch.keyword import BM25
 from codesearch.ranking import ChunkFacts, Ranking, candidates_from_scores, rank, rank_scores
