@@ -230,7 +230,7 @@ def keyword_parity(corpus: Corpus, queries: Sequence[str]) -> dict[str, Any]:
 
 def ann_recall(corpus: Corpus, column: str, queries: np.ndarray) -> dict[str, Any]:
     """recall@100 of the vector index (as the search queries it) against exact search over the same rows."""
-    from codesearch.corpus.source import nearest_options
+    from codesearch.corpus.indexes import nearest_options
 
     ds = corpus.store.open(CHUNKS, corpus.store.manifest().versions[CHUNKS])
     where = "read = true" if column == "vector" else None
@@ -307,7 +307,7 @@ CEILING_SCRIPT = """
 import json, sys, time
 from codesearch.chunking import ChunkParams
 from codesearch.corpus.build import RepoWorker, WorkerSpec, cpu_seconds
-from codesearch.corpus.corpus import parse_paths
+from codesearch.corpus.driver import parse_paths
 from codesearch.files.walk import MAX_FILE_BYTES
 store, paths = sys.argv[1], sys.argv[2:]
 spec = WorkerSpec(model="minilm", static=None, int8=True, tier="static", chunking="definitions",
@@ -328,7 +328,7 @@ def process_ceiling(paths: Sequence[str], scratch: Path) -> dict[str, Any]:
     own ceiling, which a noisy neighbour lowers for both alike)."""
     import subprocess
 
-    from codesearch.corpus.corpus import parse_paths
+    from codesearch.corpus.driver import parse_paths
     from codesearch.files.scan import list_files
 
     roots = dict(zip(paths, (root for _, root in parse_paths(paths))))  # NAME=PATH or PATH
@@ -595,8 +595,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(json.dumps(out["quality"]["macro"], indent=1), file=sys.stderr)
         save()
         out["keywords"] = keyword_parity(corpus, [q for _, q in sample])
-        static_q = np.stack([corpus.static_embedder.embed_query(q) for _, q in sample]).astype(np.float32)
-        full_q = np.stack([corpus.embedder.embed_query(q) for _, q in sample]).astype(np.float32)
+        static_q = np.stack([corpus.tiers.static_embedder.embed_query(q) for _, q in sample]).astype(np.float32)
+        full_q = np.stack([corpus.tiers.embedder.embed_query(q) for _, q in sample]).astype(np.float32)
         size["ann"] = [ann_recall(corpus, "static_vector", static_q), ann_recall(corpus, "vector", full_q)]
         size["latency"] = latency(corpus, sample, full=True)
         size["store_mb"] = du_mb(full_store)
@@ -715,10 +715,10 @@ def remeasure(args: argparse.Namespace, out: dict[str, Any], save: Callable[[], 
         if size not in out["sizes"] or not (args.work / folder).exists():
             continue
         corpus = Corpus(args.work / folder)
-        static_q = np.stack([corpus.static_embedder.embed_query(q) for _, q in sample]).astype(np.float32)
+        static_q = np.stack([corpus.tiers.static_embedder.embed_query(q) for _, q in sample]).astype(np.float32)
         ann = [ann_recall(corpus, "static_vector", static_q)]
         if full:
-            full_q = np.stack([corpus.embedder.embed_query(q) for _, q in sample]).astype(np.float32)
+            full_q = np.stack([corpus.tiers.embedder.embed_query(q) for _, q in sample]).astype(np.float32)
             ann.append(ann_recall(corpus, "vector", full_q))
         out["sizes"][size]["ann"] = ann
         out["sizes"][size]["latency"] = latency(corpus, [(f"{r}{suffix}", q) for r, q in sample], full=full)

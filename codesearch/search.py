@@ -175,7 +175,7 @@ class CodeSearch:
         self.store = IndexStore(directory, read_only=read_only)
         self.ranking = resolve_ranking(ranking)
         self.last_search: SearchInfo | None = None
-        self._tiers = Tiers(model, int8, static, self.store.directory)
+        self._tiers = Tiers(model, int8, static, f"the index at {self.store.directory}")
         options = BuildOptions(chunking, chunk_params or ChunkParams.for_chunking(chunking), use_ignore_files, embed_tests)
         self._builder = IndexBuilder(self.root, self.store, self._tiers, options)
         self._freshness = Freshness(self.root, self.store, use_ignore_files, watch=watch)

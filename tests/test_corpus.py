@@ -27,7 +27,8 @@ from conftest import SESSIONS, UTILS, HashingEmbedder
 
 from codesearch import CodeSearch
 from codesearch.corpus import Corpus
-from codesearch.corpus import corpus as corpus_module
+from codesearch.corpus import driver as corpus_driver
+from codesearch.corpus import indexes as corpus_indexes
 from codesearch.corpus import store as corpus_store
 from codesearch.corpus.schema import CHUNKS, FILES, KEYWORDS, chunk_schema
 from codesearch.corpus.store import KILL_ENV
@@ -294,7 +295,7 @@ def test_a_small_refresh_runs_in_process_and_leaves_its_rows_to_the_flat_scan(
     """One edited file: read, cut and embedded in this process (no Ray), its new chunk inserted outside the indexes
     (no compaction or index update, however small the corpus), and found by every kind of search."""
     c, repos = built
-    monkeypatch.setattr(corpus_store, "UNINDEXED_SHARE", 1.0)  # the test corpus is tiny: any row is a large share
+    monkeypatch.setattr(corpus_indexes, "UNINDEXED_SHARE", 1.0)  # the test corpus is tiny: any row is a large share
     logger = repos["gochi"] / "middleware" / "logger.go"
     logger.write_text(MIDDLEWARE + "\n// Throttle limits a numbat's requests per second.\nfunc Throttle() {}\n")
     report = c.refresh()
@@ -449,7 +450,7 @@ def test_each_repositorys_bm25_is_stored_by_the_writer_and_read_by_its_first_sco
     """A repository's first scoped query reads its BM25 from the keywords table instead of fitting it (half its
     time on the DEV corpus); the stored fit is the fit of its rows as committed, after a build and after a refresh
     that changed them, and a corpus written without the table (or with a stale row) fits as before."""
-    from codesearch.corpus import keywords, source
+    from codesearch.corpus import keywords, views
 
     c, repos = built
     reader = corpus(Path(c.store.uri))
@@ -472,7 +473,7 @@ def test_each_repositorys_bm25_is_stored_by_the_writer_and_read_by_its_first_sco
     for name in repos:
         check(name)
     with monkeypatch.context() as patched:
-        patched.setattr(source, "fit_term_column", fitted)
+        patched.setattr(views, "fit_term_column", fitted)
         fresh_reader = corpus(Path(c.store.uri))
         assert {q: [h.location for h in fresh_reader.search(q, k=5, repos="pyreq")] for q in QUERIES} == expected
     # A refresh that changes a repository's chunks stores its new fit (and leaves the other's row as it was).
@@ -480,7 +481,7 @@ def test_each_repositorys_bm25_is_stored_by_the_writer_and_read_by_its_first_sco
     assert before is not None
     gochi_blob = before.read_blobs("bm25", addresses=[keywords.stored_rows(before)["gochi"]])[0][1]
     (repos["pyreq"] / "src" / "requests" / "utils.py").write_text(UTILS.replace("super_len", "platypus_len"))
-    monkeypatch.setattr(corpus_module, "KEYWORD_FRAGMENTS", 1)  # compacted once it has two
+    monkeypatch.setattr(corpus_driver, "KEYWORD_FRAGMENTS", 1)  # compacted once it has two
     report = c.refresh()
     assert report.keywords_s > 0
     check("pyreq")
@@ -490,7 +491,7 @@ def test_each_repositorys_bm25_is_stored_by_the_writer_and_read_by_its_first_sco
     assert after is not None and after.count_rows() == 2
     assert after.read_blobs("bm25", addresses=[keywords.stored_rows(after)["gochi"]])[0][1] == gochi_blob
     with monkeypatch.context() as patched:
-        patched.setattr(source, "fit_term_column", fitted)
+        patched.setattr(views, "fit_term_column", fitted)
         assert "platypus_len" in corpus(Path(c.store.uri)).search("platypus_len", k=1, repos="pyreq", mode="bm25")[0].text
     # A stale row (the keywords table of the build, before the refresh), or one that cannot be read: fitted from
     # the rows' terms, the same answers.
@@ -718,7 +719,7 @@ def test_a_vector_index_keeps_its_partitions_and_is_trained_again_once_the_table
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Partitions follow 2·√rows (256 rows each at least); Lance's own index optimisation keeps them; a table grown
     4-fold gets an index trained anew (new rows would otherwise only fatten the old partitions)."""
-    monkeypatch.setattr(corpus_store, "VECTOR_INDEX_MIN_ROWS", 64)
+    monkeypatch.setattr(corpus_indexes, "VECTOR_INDEX_MIN_ROWS", 64)
     from lance.dataset import DatasetOptimizer
 
     folded: list[list[str] | None] = []  # the indexes each optimize folds new rows into (none it just made)
@@ -730,17 +731,17 @@ def test_a_vector_index_keeps_its_partitions_and_is_trained_again_once_the_table
 
     monkeypatch.setattr(DatasetOptimizer, "optimize_indices", spy)
     store = corpus_store.CorpusStore(tmp_path / "corpus")
-    assert corpus_store.ivf_partitions(1_000_000) == 2000 and corpus_store.ivf_partitions(10) == 8
-    assert corpus_store.ivf_partitions(10_000) == 39  # under 262k rows: 256 rows a partition
+    assert corpus_indexes.ivf_partitions(1_000_000) == 2000 and corpus_indexes.ivf_partitions(10) == 8
+    assert corpus_indexes.ivf_partitions(10_000) == 39  # under 262k rows: 256 rows a partition
     with store.writer() as writer:
         _append(store, writer, _chunk_rows(0, 900))
         assert writer.optimize(has_full=False)
         first = _partitions(store, "static_vector")
-        assert first == corpus_store.ivf_partitions(900) and folded == []  # every index just made: nothing folded
+        assert first == corpus_indexes.ivf_partitions(900) and folded == []  # every index just made: nothing folded
         ds = store.latest(CHUNKS)
         assert ds is not None
         ds.optimize.optimize_indices()  # what a later optimize runs on it, to fold new rows in
-        assert _partitions(store, "static_vector") >= corpus_store.RETRAIN_BELOW * corpus_store.ivf_partitions(900)
+        assert _partitions(store, "static_vector") >= corpus_indexes.RETRAIN_BELOW * corpus_indexes.ivf_partitions(900)
 
         _append(store, writer, _chunk_rows(900, 900))  # 2x: the index stays
         assert writer.optimize(has_full=False, always=False)  # new rows past the unindexed share: folded in
@@ -751,7 +752,7 @@ def test_a_vector_index_keeps_its_partitions_and_is_trained_again_once_the_table
         assert writer.optimize(has_full=False, always=False)
         retrained = _partitions(store, "static_vector")
         assert folded[-1] is not None and "static_vector_idx" not in folded[-1]  # trained anew, not folded again
-        assert retrained >= corpus_store.RETRAIN_BELOW * corpus_store.ivf_partitions(8100) > first
+        assert retrained >= corpus_indexes.RETRAIN_BELOW * corpus_indexes.ivf_partitions(8100) > first
         ds = store.latest(CHUNKS)
         assert ds is not None and ds.count_rows() == 8100
         # The retrained index answers: a row's own vector finds it.
@@ -765,7 +766,7 @@ def test_a_vector_index_is_trained_on_fragments_without_deletion_files(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A refresh's deleted rows leave deletion files, over which Lance's IVF training crawled (minutes at 1M rows):
     an optimize that trains a vector index writes them out first; one that trains none leaves them."""
-    monkeypatch.setattr(corpus_store, "VECTOR_INDEX_MIN_ROWS", 64)
+    monkeypatch.setattr(corpus_indexes, "VECTOR_INDEX_MIN_ROWS", 64)
     from lance.dataset import LanceDataset
 
     at_training: list[int] = []  # fragments with a deletion file when each vector index was trained
@@ -806,7 +807,7 @@ def test_a_vector_index_is_trained_on_fragments_without_deletion_files(
 def test_row_keys_give_each_row_its_own_keys_by_row_id(tmp_path: Path) -> None:
     """The keys an org-wide search orders its candidates by, read once per version, are each row's own: over two
     fragments, after deletions, and nothing for a row id the version does not hold."""
-    from codesearch.corpus.source import KEY_COLUMNS, RowKeys
+    from codesearch.corpus.candidates import KEY_COLUMNS, RowKeys
 
     store = corpus_store.CorpusStore(tmp_path / "corpus")
     with store.writer() as writer:
@@ -832,9 +833,9 @@ def test_a_vector_index_of_another_kind_is_made_again_as_ivf_flat_and_only_a_qua
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A corpus written with IVF_SQ (before IVF_FLAT) is searched with a refine step until its next optimize, which
     makes the index again as IVF_FLAT: exact distances, no refine, a row's own vector first."""
-    from codesearch.corpus.source import MINIMUM_NPROBES, REFINE_FACTOR, nearest_options
+    from codesearch.corpus.indexes import MINIMUM_NPROBES, REFINE_FACTOR, nearest_options
 
-    monkeypatch.setattr(corpus_store, "VECTOR_INDEX_MIN_ROWS", 64)
+    monkeypatch.setattr(corpus_indexes, "VECTOR_INDEX_MIN_ROWS", 64)
     store = corpus_store.CorpusStore(tmp_path / "corpus")
     with store.writer() as writer:
         _append(store, writer, _chunk_rows(0, 900))
@@ -847,7 +848,7 @@ def test_a_vector_index_of_another_kind_is_made_again_as_ivf_flat_and_only_a_qua
         flat = store.latest(CHUNKS)
         assert flat is not None
         kinds = {index["name"]: index["type"] for index in flat.list_indices()}
-        assert kinds["static_vector_idx"] == corpus_store.VECTOR_INDEX == "IVF_FLAT"
+        assert kinds["static_vector_idx"] == corpus_indexes.VECTOR_INDEX == "IVF_FLAT"
         options = nearest_options(flat, "static_vector")
         assert "refine_factor" not in options and options["minimum_nprobes"] == MINIMUM_NPROBES
         assert not writer.optimize(has_full=False, always=False)  # nothing left to do
@@ -902,7 +903,7 @@ def test_cleanup_keeps_the_versions_the_previous_manifest_names_after_a_roll_bac
 
 def test_repositories_are_handed_to_the_actors_largest_first() -> None:
     """So that no large repository starts last on one actor while the others idle; unknown sizes lead."""
-    from codesearch.corpus.corpus import largest_first
+    from codesearch.corpus.driver import largest_first
 
     work = [("small", "/s", None), ("far", "/f", None), ("large", "/l", None), ("mid", "/m", None), ("tie", "/t", None)]
     sizes = {"small": 10, "large": 5000, "mid": 300, "tie": 300}
@@ -1045,7 +1046,7 @@ def test_a_repository_without_chunks_answers_nothing_scoped_and_org_wide(ray_clu
 
 def test_the_view_cache_drops_the_least_recently_used_views_past_its_budget() -> None:
     """Sizes are measured when a view is put and again when its search says it grew; the newest view stays."""
-    from codesearch.corpus.source import ViewCache
+    from codesearch.corpus.views import ViewCache
 
     class Sized:
         def __init__(self, nbytes: int) -> None:

@@ -10,7 +10,7 @@ The actors write the new chunk rows themselves, as uncommitted Lance
 fragments (:func:`~codesearch.corpus.store.write_fragments`), and hand the
 driver only their metadata, each repository's file rows and its deletions:
 the rows never pass through the object store or the driver, whose work (one
-commit per :data:`~codesearch.corpus.corpus.FLUSH_ROWS` rows) and memory stay
+commit per :data:`~codesearch.corpus.driver.FLUSH_ROWS` rows) and memory stay
 the same whatever the corpus's size. Rows a repository upgraded to the
 transformer tier replaces in place still go through the driver's
 ``merge_insert``.

@@ -434,7 +434,7 @@ class IndexBuilder:
             embedder = self.tiers.embedder
             if keeps_full:
                 assert previous is not None
-                self.tiers.check(previous.manifest, FULL, embedder)
+                self.tiers.check(previous.manifest.of(FULL), FULL, embedder)
             full = _Vectors(FULL, embedder, previous, self.store, True, commit)
             vectors[FULL], embedded = self._full_vectors(full, columns, read, heads, progress)
             full_facts = TierFacts(embedder.spec.name, embedder.fingerprint, embedder.dim, unread_kinds)

@@ -155,7 +155,7 @@ class LoadedIndex:
     def hit(self, i: int, score: float) -> Hit:
         """Chunk ``i`` as a search hit (its text read now)."""
         c = self.columns
-        return Hit(c.path(i), int(c.start[i]), int(c.end[i]), float(score), c.kind_name(i), c.text(i), c.symbols_of(i))
+        return Hit.of(c.path(i), c.start[i], c.end[i], score, c.kind_name(i), c.text(i), c.symbols_of(i))
 
     def locations(self) -> list[tuple[str, int, int]]:
         """Every chunk's ``(path, start_line, end_line)``, in chunk order."""
