@@ -67,7 +67,7 @@ def first_answers(repo: Repo, semble_python: str, semble_model: Path, rounds: in
         with tempfile.TemporaryDirectory(prefix="cs-first-") as scratch:
             index_dir = Path(scratch) / "index"
             env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-            ours.append(timed([sys.executable, "-m", "codesearch.cli", "search", query, str(repo.root), "--json",
+            ours.append(timed([sys.executable, "-m", "codesearch.faces.cli", "search", query, str(repo.root), "--json",
                                "--index-dir", str(index_dir)], env))
             semble_env = {**env, "SEMBLE_CACHE_LOCATION": str(Path(scratch) / "semble"),
                           "SEMBLE_MODEL_NAME": str(semble_model)}

@@ -108,7 +108,7 @@ def run_load(repo: Path, index_dir: Path, *, clients: int = 8, calls: int = 40, 
              logs: Path | None = None, env: dict[str, str] | None = None) -> dict[str, Any]:
     """``clients`` concurrent sessions of ``calls`` calls each against ``codesearch mcp repo`` reading the keyword
     index at ``index_dir`` (read-only); the figures of the module's JSON."""
-    argv = ["-m", "codesearch.cli", "mcp", str(repo), "--model", "none", "--index-dir", str(index_dir), "--read-only"]
+    argv = ["-m", "codesearch.faces.cli", "mcp", str(repo), "--model", "none", "--index-dir", str(index_dir), "--read-only"]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})}
     with tempfile.TemporaryDirectory(prefix="cs-mcp-load-") as scratch:
         began = time.perf_counter()

@@ -500,7 +500,7 @@ class CodesearchSide:
         self.model = model
         self.models = models
         script = Path(sys.executable).with_name("codesearch")
-        self.cli = [str(script)] if script.is_file() else [sys.executable, "-m", "codesearch.cli"]
+        self.cli = [str(script)] if script.is_file() else [sys.executable, "-m", "codesearch.faces.cli"]
 
     def _env(self, cache: Path) -> dict[str, str]:
         cache.mkdir(parents=True, exist_ok=True)

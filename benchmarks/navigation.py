@@ -56,8 +56,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from peer_data import DEV_REPOSITORIES, Repo, export_trees, load_repos, ndcg_at_10_all_targets
 
 from codesearch import CodeSearch
-from codesearch.answers import estimate_tokens, fit_to_budget, hits_data, pretty_json, symbol_answer
 from codesearch.chunking.symbols import definition_names
+from codesearch.faces.answers import estimate_tokens, fit_to_budget, hits_data, pretty_json, symbol_answer
 from codesearch.index.columns import ChunkColumns
 
 BUDGETS = (500, 2000, 8000)
@@ -168,7 +168,7 @@ def measure_references(searchers: dict[str, CodeSearch], names: Sequence[str], i
 
 
 def measure_budget(searchers: dict[str, CodeSearch], repos: list[Repo]) -> dict[str, Any]:
-    from codesearch.mcp_server import sdk_text
+    from codesearch.faces.mcp_server import sdk_text
 
     over = answers = 0
     ndcg: dict[str, list[float]] = {"full": [], "compact": [], **{f"compact@{b}": [] for b in BUDGETS}}

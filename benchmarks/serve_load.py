@@ -15,7 +15,7 @@ default) and, in this process:
    answered by the library (``CodeSearch.search`` on the same index, read-only
    and watched as the server's) and by ``GET /api/search`` on a kept-alive
    connection, one after the other. Each API answer is checked against the
-   library's answer for the same query (``codesearch.answers.search_answer``);
+   library's answer for the same query (``codesearch.faces.answers.search_answer``);
    ``api_minus_library_p50_ms`` is the goal's figure (within 2 ms).
 2. **Load**: ``--clients`` threads, each on its own kept-alive connection,
    send the queries round robin for ``--seconds``; every answer must be a 200
@@ -62,7 +62,7 @@ def start_server(args: Sequence[str], timeout: float = 120.0) -> tuple[subproces
     Raises:
         RuntimeError: it exited or said nothing within ``timeout`` seconds (with what it printed).
     """
-    process = subprocess.Popen([sys.executable, "-m", "codesearch.cli", "serve", *args, "--port", "0"],
+    process = subprocess.Popen([sys.executable, "-m", "codesearch.faces.cli", "serve", *args, "--port", "0"],
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     assert process.stderr is not None
     said: list[str] = []
@@ -171,7 +171,7 @@ def side_by_side(base: str, repo: Path, model: str | None, queries: Sequence[str
                  index_dir: Path | None = None) -> dict[str, Any]:
     """Warm library and API latencies of the same queries, alternating, and whether their answers agree."""
     from codesearch import CodeSearch
-    from codesearch.answers import search_answer
+    from codesearch.faces.answers import search_answer
 
     searcher = CodeSearch(repo, model=model, read_only=True, watch=True, index_dir=index_dir)
     client = Client(base)

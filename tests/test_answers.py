@@ -1,4 +1,4 @@
-"""Answers for tools and agents (codesearch/answers.py): the compact form and a token budget never exceeded."""
+"""Answers for tools and agents (codesearch/faces/answers.py): the compact form and a token budget never exceeded."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from codesearch import CodeSearch, Hit
-from codesearch.answers import (
+from codesearch.chunking import ChunkParams
+from codesearch.faces.answers import (
     BYTES_PER_TOKEN,
     LINE_CHARS,
     estimate_tokens,
@@ -20,7 +21,6 @@ from codesearch.answers import (
     hits_data,
     pretty_json,
 )
-from codesearch.chunking import ChunkParams
 
 LONG = "".join(f"def handler_{i}(request):\n    '''Handle request {i} ü.'''\n" + "    x = 1\n" * 30 for i in range(8))
 
@@ -96,7 +96,7 @@ def test_a_budget_below_the_smallest_answer_or_below_one_is_an_error(hits: list[
 
 def test_the_budget_counts_the_text_of_the_face_that_sends_it(hits: list[Hit]) -> None:
     """The MCP SDK writes answers its own way; counted with its writer, its text stays within the budget."""
-    from codesearch.mcp_server import sdk_text
+    from codesearch.faces.mcp_server import sdk_text
 
     fitted = fit_to_budget(_answer(hits), 700, sdk_text)
     assert estimate_tokens(sdk_text(fitted)) <= 700 and fitted["dropped"] + fitted["trimmed"] > 0
@@ -128,7 +128,7 @@ def test_requests_answers_at_500_2000_and_8000_tokens_are_never_over(requests_co
 def test_max_lines_bounds_an_answers_bytes_too() -> None:
     """Issue 38 row 7: max_lines=1 on a 1 MB single-line file gave a 900 KB answer; a line longer than the width is
     cut and marked with what was left out."""
-    from codesearch.answers import MAX_LINE_CHARS
+    from codesearch.faces.answers import MAX_LINE_CHARS
 
     line = "x = '" + "y" * 1_000_000 + "'"
     one = hit_data(Hit("min.js", 1, 1, 1.0, "source", line), max_lines=1)
@@ -146,7 +146,7 @@ def test_json_answers_keep_a_path_that_is_not_utf8_exact_and_encode_as_strict_ut
     """A file name holding a byte that is not UTF-8 is a surrogate escape in the path (os.fsdecode): the CLI's JSON
     writes it as the JSON escape \\udcff, which a parser reads back exactly; the MCP SDK, which cannot write a lone
     surrogate at all, gets it as that text. Either way the text is strict UTF-8 and within the budget."""
-    from codesearch.mcp_server import sdk_text
+    from codesearch.faces.mcp_server import sdk_text
 
     hit = Hit("bad\udcffname.py", 1, 1, 1.0, "source", "x = 1")
     for dumps, path in ((pretty_json, "bad\udcffname.py"), (sdk_text, "bad\\udcffname.py")):

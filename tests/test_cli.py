@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from codesearch.chunking import BACKEND
-from codesearch.cli import main
+from codesearch.faces.cli import main
 
 
 @pytest.fixture
@@ -53,7 +53,7 @@ def test_stats_human(repo: Path) -> None:
 def test_stats_bad_path_is_one_line_exit_2(repo: Path, target: str) -> None:
     path = repo / "nope" if target == "missing" else repo / "src" / "app.py"
     proc = subprocess.run(
-        [sys.executable, "-m", "codesearch.cli", "stats", str(path)], capture_output=True, text=True
+        [sys.executable, "-m", "codesearch.faces.cli", "stats", str(path)], capture_output=True, text=True
     )
     assert proc.returncode == 2
     assert proc.stdout == ""
@@ -81,7 +81,7 @@ def test_stats_requests_json(requests_corpus: Path) -> None:
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "codesearch.cli", *args], capture_output=True, text=True, timeout=300)
+    return subprocess.run([sys.executable, "-m", "codesearch.faces.cli", *args], capture_output=True, text=True, timeout=300)
 
 
 def _one_line_error(proc: subprocess.CompletedProcess[str], *needles: str) -> None:
@@ -159,7 +159,7 @@ def test_lock_held_is_one_line_error(repo: Path, keyword_index: Path) -> None:
         with pytest.raises(IndexLockedError, match=str(holder.pid)):
             CodeSearch(repo, model=None, index_dir=keyword_index, lock_timeout=0).index()
         proc = subprocess.run(
-            [sys.executable, "-m", "codesearch.cli", "index", str(repo), "--model", "none",
+            [sys.executable, "-m", "codesearch.faces.cli", "index", str(repo), "--model", "none",
              "--index-dir", str(keyword_index), "--wait", "0.5"],
             capture_output=True, text=True, timeout=120,
         )
@@ -214,7 +214,7 @@ def test_search_several_paths_labels_each_hit(repo: Path, tmp_path: Path) -> Non
         (repo / "src" / f"filler{i}.py").write_text(f"VALUE_{i} = {i}\n")
     env_cache = tmp_path / "cache"
     proc = subprocess.run(
-        [sys.executable, "-m", "codesearch.cli", "search", "main", str(repo), str(other), "--model", "none",
+        [sys.executable, "-m", "codesearch.faces.cli", "search", "main", str(repo), str(other), "--model", "none",
          "--mode", "bm25", "--json"],
         capture_output=True, text=True, timeout=300, env={**os.environ, "CODESEARCH_CACHE_DIR": str(env_cache)},
     )
@@ -349,7 +349,7 @@ def test_def_and_refs(project: tuple[Path, Path]) -> None:
 
 
 def test_max_tokens_keeps_the_printed_json_within_the_budget(project: tuple[Path, Path]) -> None:
-    from codesearch.answers import estimate_tokens
+    from codesearch.faces.answers import estimate_tokens
 
     root, index_dir = project
     base = _keyword("--mode", "bm25", "--index-dir", str(index_dir), "--json")
@@ -521,7 +521,7 @@ def hostile_names(tmp_path: Path) -> tuple[Path, Path]:
 def _strict(*args: str) -> subprocess.CompletedProcess[str]:
     """The CLI with a strict UTF-8 stdout and stderr: a raw surrogate escape could not be written."""
     env = {**os.environ, "PYTHONIOENCODING": "utf-8:strict"}
-    return subprocess.run([sys.executable, "-m", "codesearch.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "codesearch.faces.cli", *args], capture_output=True, text=True,
                           timeout=300, env=env, encoding="utf-8", errors="strict")
 
 

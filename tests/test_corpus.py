@@ -626,7 +626,7 @@ def test_bad_inputs_are_one_line_errors_and_write_nothing(ray_cluster, built: tu
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "codesearch.cli", *args], capture_output=True, text=True, timeout=300,
+    return subprocess.run([sys.executable, "-m", "codesearch.faces.cli", *args], capture_output=True, text=True, timeout=300,
                           env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])})
 
 
@@ -660,7 +660,7 @@ def test_cli_status_json(built: tuple[Corpus, dict[str, Path]]) -> None:
 
 
 def test_mcp_serves_a_corpus(built: tuple[Corpus, dict[str, Path]]) -> None:
-    from codesearch.mcp_server import CorpusWorkspace, tool_corpus_search, tool_corpus_status
+    from codesearch.faces.mcp_server import CorpusWorkspace, tool_corpus_search, tool_corpus_status
 
     c, _ = built
     ws = CorpusWorkspace(c)
@@ -1075,7 +1075,7 @@ def test_serve_and_the_retrievers_answer_for_a_corpus(built: tuple[Corpus, dict[
     pytest.importorskip("jinja2")
     from starlette.testclient import TestClient
 
-    from codesearch.answers import corpus_answer
+    from codesearch.faces.answers import corpus_answer
     from codesearch.server import Served, create_app
 
     c, _ = built

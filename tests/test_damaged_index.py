@@ -21,8 +21,8 @@ from conftest import SESSIONS, UTILS, HashingEmbedder
 
 import codesearch.search as search_module
 from codesearch import CodeSearch
-from codesearch.cli import main
 from codesearch.exceptions import IndexCorruptError
+from codesearch.faces.cli import main
 from codesearch.index.integrity import Verification
 from codesearch.index.snapshot import IndexSnapshot
 from codesearch.index.store import IndexStore

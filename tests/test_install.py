@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from codesearch.agents import server_command
-from codesearch.cli import main
+from codesearch.faces.agents import server_command
+from codesearch.faces.cli import main
 
 tomllib = pytest.importorskip("tomllib")
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from codesearch.jsonc import JsoncError, loads, remove_member, set_member
+from codesearch.faces.jsonc import JsoncError, loads, remove_member, set_member
 
 keys = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=6)
 scalars = st.none() | st.booleans() | st.integers(-10**6, 10**6) | st.text(max_size=8)

@@ -61,7 +61,7 @@ def test_the_cli_says_the_disk_is_full_in_one_line(repo: Path, tmp_path: Path) -
         "def full(path, array):\n"
         "    raise OSError(errno.ENOSPC, 'No space left on device', str(path))\n"
         "s.write_array = full\n"
-        "from codesearch.cli import main\n"
+        "from codesearch.faces.cli import main\n"
         "sys.exit(main())\n"
     )
     run = subprocess.run([sys.executable, "-c", code, "index", str(repo), "--model", "none", "--index-dir",

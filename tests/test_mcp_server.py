@@ -41,7 +41,7 @@ def test_mcp_session_search_related_freshness_status_and_errors(tmp_path: Path) 
     (other / "lib").mkdir(parents=True)
     (other / "lib" / "netrc.py").write_text("def read_netrc(path):\n    \"\"\"Parse a .netrc file.\"\"\"\n    return {}\n")
     params = StdioServerParameters(
-        command=sys.executable, args=["-m", "codesearch.cli", "mcp", str(repo), str(other)],
+        command=sys.executable, args=["-m", "codesearch.faces.cli", "mcp", str(repo), str(other)],
         env={**os.environ, "CODESEARCH_CACHE_DIR": os.environ["CODESEARCH_CACHE_DIR"], "HF_HUB_OFFLINE": "1"},
         cwd=str(tmp_path),
     )
@@ -115,7 +115,7 @@ def test_strip_auth():
 
 def _keyword_server(repo: Path, tmp_path: Path, *args: str) -> StdioServerParameters:
     return StdioServerParameters(
-        command=sys.executable, args=["-m", "codesearch.cli", "mcp", str(repo), "--model", "none", *args],
+        command=sys.executable, args=["-m", "codesearch.faces.cli", "mcp", str(repo), "--model", "none", *args],
         env={**os.environ, "CODESEARCH_CACHE_DIR": str(tmp_path / "cache"), "HF_HUB_OFFLINE": "1"}, cwd=str(tmp_path))
 
 
@@ -123,7 +123,7 @@ def test_mcp_session_navigation_budget_scope_and_errors(tmp_path: Path) -> None:
     """A keyword-only server (with --allow-any-repo): the navigation tools, answers measured against max_tokens, the
     scope arguments, repo= on index_status and reindex, and bad arguments as tool errors while the server keeps
     serving."""
-    from codesearch.answers import estimate_tokens
+    from codesearch.faces.answers import estimate_tokens
 
     repo = tmp_path / "repo"
     (repo / "pkg").mkdir(parents=True)
@@ -270,8 +270,8 @@ class _SlowEmbedder(HashingEmbedder):
 def test_a_search_during_the_background_build_stats_once_and_sees_an_edit(tmp_path: Path,
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     import codesearch.index.builder as builder_module
+    from codesearch.faces.mcp_server import Workspace, tool_search
     from codesearch.files.changes import StatPass
-    from codesearch.mcp_server import Workspace, tool_search
 
     repo = tmp_path / "repo"
     (repo / "pkg").mkdir(parents=True)
@@ -327,8 +327,8 @@ def _watch_threads() -> list[Any]:
 def test_the_server_watches_each_repository_says_so_and_stops_watching_on_close(tmp_path: Path,
                                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     import codesearch.index.builder as builder_module
+    from codesearch.faces.mcp_server import Workspace, tool_index_status, tool_search
     from codesearch.files.changes import StatPass
-    from codesearch.mcp_server import Workspace, tool_index_status, tool_search
 
     repo = tmp_path / "repo"
     (repo / "pkg").mkdir(parents=True)
@@ -421,7 +421,7 @@ def test_a_repo_outside_the_servers_roots_is_refused_and_nothing_is_written(tmp_
     """Issue 38 row 3: `repo` indexed and searched any folder the user could read (or a path relative to the
     server's working directory), and left an index of it in the cache."""
     from codesearch.exceptions import CodeSearchError, RepositoryNotServedError
-    from codesearch.mcp_server import (
+    from codesearch.faces.mcp_server import (
         Workspace,
         tool_find_definition,
         tool_find_references,
@@ -474,7 +474,7 @@ def test_bad_arguments_globs_long_lines_and_hostile_names_through_the_sdk(tmp_pa
     file names with a newline or a byte that is not UTF-8 answer."""
     from mcp import Client
 
-    from codesearch.mcp_server import Workspace, build_server
+    from codesearch.faces.mcp_server import Workspace, build_server
     from codesearch.scope import Scope
 
     monkeypatch.setenv("CODESEARCH_CACHE_DIR", str(tmp_path / "cache"))
@@ -566,7 +566,7 @@ def test_a_real_stdio_session_answers_every_hostile_call_in_one_line_and_keeps_s
     (other / "secret.py").write_text("def leaked_secret():\n    return 'hunter2'\n")
     (root / "escape").symlink_to(other)
     env = {**os.environ, "CODESEARCH_CACHE_DIR": str(cache), "HF_HUB_OFFLINE": "1"}
-    argv = ["-m", "codesearch.cli", "mcp", str(root), "--model", "none"]
+    argv = ["-m", "codesearch.faces.cli", "mcp", str(root), "--model", "none"]
     params = StdioServerParameters(command=sys.executable, args=argv, env=env, cwd=str(root))
 
     async def session() -> None:

@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 from conftest import SESSIONS, UTILS
 
-from codesearch.cli import main
+from codesearch.faces.cli import main
 
 pytest.importorskip("uvicorn")
 pytest.importorskip("jinja2")

@@ -171,7 +171,7 @@ def test_a_search_while_another_process_writes_the_index_refreshes_in_memory_and
     from click.testing import CliRunner
 
     import codesearch.search as search_module
-    from codesearch.cli import main
+    from codesearch.faces.cli import main
 
     index_dir = tmp_path / "index"
     (repo / "pkg" / "adapters.py").write_text("def send_adapter(request):\n    return request\n")

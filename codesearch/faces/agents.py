@@ -42,7 +42,7 @@ def server_command(paths: Sequence[str], *, index_dir: str | None = None, read_o
     The ``codesearch`` script on ``PATH`` when there is one, else this Python running the CLI module.
     """
     found = shutil.which("codesearch")
-    command = [found] if found else [sys.executable, "-m", "codesearch.cli"]
+    command = [found] if found else [sys.executable, "-m", "codesearch.faces.cli"]
     command += ["mcp", *(str(Path(p).expanduser().resolve()) for p in paths)]
     if index_dir is not None:
         command += ["--index-dir", str(Path(index_dir).expanduser().resolve())]

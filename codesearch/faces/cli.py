@@ -85,14 +85,14 @@ def reports_errors(command: F) -> F:
 
 
 def _echo_json(data: Any) -> None:
-    """``data`` as JSON, exact: a path that is not UTF-8 keeps its escape (:func:`codesearch.answers.pretty_json`)."""
-    from codesearch.answers import pretty_json
+    """``data`` as JSON, exact: a path that is not UTF-8 keeps its escape (:func:`codesearch.faces.answers.pretty_json`)."""
+    from codesearch.faces.answers import pretty_json
 
     click.echo(pretty_json(data))
 
 
 def _echo_hits(hits: Sequence[dict[str, Any]], preview_lines: int, with_root: bool = False) -> None:
-    """Hits (as :func:`codesearch.answers.hit_data` shapes them) as a numbered list: the location in bold, kind and
+    """Hits (as :func:`codesearch.faces.answers.hit_data` shapes them) as a numbered list: the location in bold, kind and
     score (or the symbol a definition matched), then the first lines of each."""
     for rank, hit in enumerate(hits, start=1):
         where = f"{hit['root']}/" if with_root and hit.get("root") else ""
@@ -109,7 +109,7 @@ def _echo_answer(answer: dict[str, Any], as_json: bool, max_tokens: int | None,
                  human: Callable[[dict[str, Any]], None]) -> None:
     """Print an answer: as JSON, or by ``human``; within ``max_tokens`` either way (the JSON form is what is
     counted). Its note (why it is empty, or what to bear in mind) goes to stderr in text mode."""
-    from codesearch.answers import fit_to_budget
+    from codesearch.faces.answers import fit_to_budget
 
     fitted = fit_to_budget(answer, max_tokens)
     if as_json:
@@ -317,7 +317,7 @@ def search(
         "exclude_kinds": exclude_kinds, "source_first": False if no_source_first else None,
         "refresh": False if no_refresh else None,
     }
-    from codesearch.answers import search_answer
+    from codesearch.faces.answers import search_answer
 
     if len(paths) == 1:
         searcher = _searcher(paths[0], model, index_dir, int8, read_only=read_only, progress=not as_json)
@@ -366,8 +366,8 @@ def search(
 def related(location: str, path: str, model: str, index_dir: str | None, int8: bool, k: int, preview_lines: int,
             max_tokens: int | None, compact: bool, read_only: bool, as_json: bool) -> None:
     """Code most like the chunk at LOCATION (FILE:LINE or FILE:START-END) in PATH."""
-    from codesearch.answers import hits_data
-    from codesearch.locations import parse_location
+    from codesearch.faces.answers import hits_data
+    from codesearch.faces.locations import parse_location
 
     file, line = parse_location(location)
     searcher = _searcher(path, model, index_dir, int8, read_only=read_only)
@@ -397,7 +397,7 @@ def def_(name: str, path: str, model: str, index_dir: str | None, int8: bool, k:
 
     An unknown name prints nothing and, on stderr, the closest symbol names (exit code 0).
     """
-    from codesearch.answers import symbol_answer
+    from codesearch.faces.answers import symbol_answer
 
     found = _searcher(path, model, index_dir, int8, read_only=read_only).definitions(name, k=k)
     _echo_answer(symbol_answer(found, compact=compact), as_json, max_tokens,
@@ -420,7 +420,7 @@ def refs(name: str, path: str, model: str, index_dir: str | None, int8: bool, k:
     Textual: calls through dynamic dispatch, reflection or names built at run time are not found. Prints
     FILE:LINE: TEXT per use, a definition marked; whether the list was capped goes to stderr.
     """
-    from codesearch.answers import symbol_answer
+    from codesearch.faces.answers import symbol_answer
 
     found = _searcher(path, model, index_dir, int8, read_only=read_only).references(name, k=k)
 
@@ -479,11 +479,11 @@ def mcp(paths: tuple[str, ...], model: str, index_dir: str | None, int8: bool, r
     if corpus_store is not None:
         if paths:
             _fail("give either PATHS or --corpus STORE, not both")
-        from codesearch.mcp_server import serve_corpus
+        from codesearch.faces.mcp_server import serve_corpus
 
         serve_corpus(corpus_store, model=_model(model) or "minilm", int8=int8)
         return
-    from codesearch.mcp_server import serve
+    from codesearch.faces.mcp_server import serve
 
     serve(list(paths) or ["."], model=_model(model), int8=int8, index_dir=index_dir,
           read_only=True if read_only else None, allow_any_repo=allow_any_repo)
@@ -627,7 +627,7 @@ def corpus_search(query: str, store: str, repos: tuple[str, ...], model: str, k:
                   include: tuple[str, ...], exclude: tuple[str, ...], kinds: tuple[str, ...], preview_lines: int,
                   max_tokens: int | None, compact: bool, as_json: bool) -> None:
     """Search STORE for QUERY, across every repository or those named by --repo; each hit names its repository."""
-    from codesearch.answers import corpus_answer
+    from codesearch.faces.answers import corpus_answer
 
     if not query.strip():
         _fail("the query is empty; give words, a question or an identifier")
@@ -681,7 +681,7 @@ def agent_setup(paths: tuple[str, ...], client: str, index_dir: str | None, read
 
     Nothing is written: copy what you need.
     """
-    from codesearch.agents import AGENT_GUIDE, registrations, server_command, serves
+    from codesearch.faces.agents import AGENT_GUIDE, registrations, server_command, serves
 
     paths = paths or (".",)
     command = server_command(paths, index_dir=index_dir, read_only=read_only, allow_any_repo=allow_any_repo)
@@ -702,7 +702,7 @@ def agent_setup(paths: tuple[str, ...], client: str, index_dir: str | None, read
 
 
 def _client_names() -> list[str]:
-    from codesearch.install import CLIENTS
+    from codesearch.faces.install import CLIENTS
 
     return list(CLIENTS)
 
@@ -727,7 +727,7 @@ def _install_options(command: F) -> F:
 
 def _install(client: str, paths: tuple[str, ...], scope: str | None, name: str, dry_run: bool, as_json: bool,
              **options: Any) -> None:
-    from codesearch.install import apply, plan
+    from codesearch.faces.install import apply, plan
 
     change = plan(client, paths or (".",), scope=scope, name=name, **options)  # type: ignore[arg-type]
     backup = None if dry_run else apply(change)

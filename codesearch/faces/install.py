@@ -3,7 +3,7 @@
 Each client (:data:`CLIENTS`) keeps its MCP servers in its own file, format
 and key; :func:`plan` works out the file's new text, and :func:`apply`
 writes it. The file is merged, never replaced: JSON and JSONC files are edited
-in place (:mod:`codesearch.jsonc`: comments, order and layout kept), Codex's
+in place (:mod:`codesearch.faces.jsonc`: comments, order and layout kept), Codex's
 TOML through ``tomlkit`` (comments kept too). A file that cannot be parsed is
 refused in one line and left as it was; a file that changes is backed up
 first (``NAME.codesearch-backup`` beside it); running twice changes nothing
@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from codesearch.agents import server_command
 from codesearch.exceptions import ConfigFileError, RootNotFoundError
+from codesearch.faces.agents import server_command
 
 Scope = Literal["project", "user"]
 SCOPES: tuple[Scope, ...] = ("project", "user")
@@ -218,7 +218,7 @@ def _refuse(file: Path, why: str) -> ConfigFileError:
 
 
 def _edit_json(found: Client, file: Path, text: str | None, name: str, entry: dict[str, Any] | None) -> str:
-    from codesearch.jsonc import JsoncError, loads, remove_member, set_member
+    from codesearch.faces.jsonc import JsoncError, loads, remove_member, set_member
 
     text = text or ""
     try:

@@ -18,13 +18,13 @@ any folder the user can read instead, indexed on first use.
 
 Each tool handler only parses its arguments, calls
 :class:`~codesearch.search.CodeSearch` and shapes the answer
-(:mod:`codesearch.answers`): bad input comes back as a one-line tool error
+(:mod:`codesearch.faces.answers`): bad input comes back as a one-line tool error
 (the library's message; for an argument of the wrong type, its name and what
 it must be: integers are strict, so ``k: true`` is refused), and the server
 keeps serving. Answers are bounded: ``max_lines`` cuts each hit's lines, and
-each line to :data:`~codesearch.answers.MAX_LINE_CHARS`; with ``max_tokens``,
+each line to :data:`~codesearch.faces.answers.MAX_LINE_CHARS`; with ``max_tokens``,
 the answer's text as the SDK sends it stays within that many tokens by the rule
-of :func:`codesearch.answers.estimate_tokens`. The SDK writes strict UTF-8, so
+of :func:`codesearch.faces.answers.estimate_tokens`. The SDK writes strict UTF-8, so
 a path holding a byte that is not UTF-8 (a surrogate escape) is sent with that
 character as the text ``\\udcNN``; a request whose JSON holds a lone surrogate
 escape has it read as U+FFFD, as a byte that is not UTF-8 is.
@@ -61,10 +61,10 @@ from typing import Annotated, Any
 
 from pydantic import Strict, ValidationError
 
-from codesearch.answers import check_max_tokens, fit_to_budget, hits_data, symbol_answer
 from codesearch.display import clipped, printable
 from codesearch.exceptions import CodeSearchError, RepositoryNotServedError
-from codesearch.locations import parse_location
+from codesearch.faces.answers import check_max_tokens, fit_to_budget, hits_data, symbol_answer
+from codesearch.faces.locations import parse_location
 from codesearch.scope import as_strings
 from codesearch.search import CodeSearch
 from codesearch.types import SymbolHits
