@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import click
 import pytest
 from click.testing import CliRunner
 
@@ -575,3 +576,46 @@ def test_smaller_rough_edges(repo: Path, keyword_index: Path, tmp_path: Path) ->
     huge = _run("def", "x" * 100_000, str(repo), "--model", "none", *base)
     _one_line_error(huge, "100,000 characters")
     assert len(huge.stderr) < 500
+
+
+# -- issue 40: options defined once, checks from the library ----------------------------------------
+
+
+def _command(*path: str) -> click.Command:
+    command: click.Command = main
+    for name in path:
+        assert isinstance(command, click.Group)
+        command = command.commands[name]
+    return command
+
+
+def test_every_search_like_command_takes_the_same_scope_options() -> None:
+    """`search` and `corpus search` narrow a search alike: the same options, with the same help (defined once)."""
+    scope = ("scope", "include", "exclude", "kinds", "no_tests", "no_docs")
+
+    def options(*path: str) -> dict[str, tuple[tuple[str, ...], str | None]]:
+        return {p.name: (tuple(p.opts), getattr(p, "help", None)) for p in _command(*path).params
+                if p.name in scope}
+
+    assert set(options("search")) == set(scope)
+    assert options("search") == options("corpus", "search")
+    for shared in ("k", "mode", "preview_lines", "max_tokens", "compact", "as_json"):
+        assert shared in {p.name for p in _command("corpus", "search").params}, shared
+
+
+def test_the_query_and_k_are_checked_by_the_library_once_for_every_face(tmp_path: Path) -> None:
+    """An empty query is refused with the library's own message (types.check_search), by a search of several paths
+    and by a corpus search alike, before anything is opened."""
+    from codesearch import MultiSearch
+    from codesearch.types import check_search
+
+    with pytest.raises(ValueError) as expected:
+        check_search("  ", 10, "hybrid")
+    several = _run("search", "  ", str(tmp_path), str(tmp_path))
+    _one_line_error(several, str(expected.value))
+    with pytest.raises(ValueError, match="k must be at least 1"):
+        MultiSearch([tmp_path], model=None).search("x", k=0)
+    pytest.importorskip("pyarrow")
+    refused = _run("corpus", "search", "  ", str(tmp_path / "no-corpus"))
+    _one_line_error(refused, str(expected.value))
+    assert not (tmp_path / "no-corpus").exists()

@@ -660,7 +660,7 @@ def test_cli_status_json(built: tuple[Corpus, dict[str, Path]]) -> None:
 
 
 def test_mcp_serves_a_corpus(built: tuple[Corpus, dict[str, Path]]) -> None:
-    from codesearch.faces.mcp_server import CorpusWorkspace, tool_corpus_search, tool_corpus_status
+    from codesearch.faces.mcp_corpus import CorpusWorkspace, tool_corpus_search, tool_corpus_status
 
     c, _ = built
     ws = CorpusWorkspace(c)

@@ -57,7 +57,7 @@ import re
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Protocol
 
 from pydantic import Strict, ValidationError
 
@@ -88,6 +88,12 @@ Flag = Annotated[bool, Strict()]
 """A tool's true-or-false argument: a JSON boolean, never 1 or "yes"."""
 ERROR_CHARS = 1000
 """The longest tool error: a message is cut there (it may echo a caller's input)."""
+
+
+class Bounded(Protocol):
+    """What a tool reads of the workspace it serves: its bound on ``k`` (``None``: none)."""
+
+    max_k: int | None
 
 
 class ToolInputError(ValueError):
@@ -194,7 +200,7 @@ def check_k(k: int, max_k: int | None) -> None:
         raise ToolInputError(f"k must be at most {max_k} on this server, got {k}")
 
 
-def _checked(ws: Workspace | CorpusWorkspace, k: int, max_lines: int, max_tokens: int | None) -> None:
+def checked_limits(ws: Bounded, k: int, max_lines: int, max_tokens: int | None) -> None:
     """Raise :class:`ToolInputError` for a ``k`` above the server's bound or a negative ``max_lines``,
     ``ValueError`` for a budget below 1."""
     check_k(k, ws.max_k)
@@ -203,7 +209,7 @@ def _checked(ws: Workspace | CorpusWorkspace, k: int, max_lines: int, max_tokens
     check_max_tokens(max_tokens)
 
 
-def _fit(answer: dict[str, Any], max_tokens: int | None) -> dict[str, Any]:
+def fit(answer: dict[str, Any], max_tokens: int | None) -> dict[str, Any]:
     return fit_to_budget(answer, max_tokens, sdk_text)
 
 
@@ -212,7 +218,7 @@ def tool_search(ws: Workspace, query: str, repo: str | None = None, k: int = 10,
                 kinds: list[str] | None = None, max_lines: int = 40, max_tokens: int | None = None,
                 compact: bool = False) -> dict[str, Any]:
     """The ``search`` tool (mode, k and the query are checked by :meth:`CodeSearch.search` itself)."""
-    _checked(ws, k, max_lines, max_tokens)
+    checked_limits(ws, k, max_lines, max_tokens)
     cs, lock = ws.searcher(repo)
     with lock:
         hits = cs.search(query, k=k, mode=mode, scope=scope, include=as_strings(include),  # type: ignore[arg-type]
@@ -223,18 +229,18 @@ def tool_search(ws: Workspace, query: str, repo: str | None = None, k: int = 10,
     if info is not None and info.note:
         answer["note"] = info.note
     answer["hits"] = hits_data(hits, max_lines=max_lines, compact=compact)
-    return _fit(answer, max_tokens)
+    return fit(answer, max_tokens)
 
 
 def tool_find_related(ws: Workspace, location: str, repo: str | None = None, k: int = 10, max_lines: int = 40,
                       max_tokens: int | None = None, compact: bool = False) -> dict[str, Any]:
     """The ``find_related`` tool (k, and a path outside the repository, are checked by :meth:`CodeSearch.related`)."""
-    _checked(ws, k, max_lines, max_tokens)
+    checked_limits(ws, k, max_lines, max_tokens)
     path, line = parse_location(location)
     cs, lock = ws.searcher(repo)
     with lock:
         hits = cs.related(path, line, k=k)
-    return _fit({"repo": str(cs.root), "location": location,
+    return fit({"repo": str(cs.root), "location": location,
                  "hits": hits_data(hits, max_lines=max_lines, compact=compact)}, max_tokens)
 
 
@@ -253,11 +259,11 @@ def tool_find_references(ws: Workspace, name: str, repo: str | None = None, k: i
 def _symbol_tool(ws: Workspace, find: Callable[[CodeSearch], SymbolHits], repo: str | None, k: int, max_lines: int,
                  max_tokens: int | None, compact: bool) -> dict[str, Any]:
     """A symbol tool's answer: ``find`` run on the repository's searcher under its lock, fitted to the budget."""
-    _checked(ws, k, max_lines, max_tokens)
+    checked_limits(ws, k, max_lines, max_tokens)
     cs, lock = ws.searcher(repo)
     with lock:
         found = find(cs)
-    return _fit({"repo": str(cs.root), **symbol_answer(found, max_lines=max_lines, compact=compact)}, max_tokens)
+    return fit({"repo": str(cs.root), **symbol_answer(found, max_lines=max_lines, compact=compact)}, max_tokens)
 
 
 def tool_index_status(ws: Workspace, repo: str | None = None) -> dict[str, Any]:
@@ -282,7 +288,7 @@ def one_line(message: str) -> str:
     return clipped(printable(message.strip().split("\n")[0]), ERROR_CHARS)
 
 
-def _answerer(ws: Workspace | CorpusWorkspace) -> Callable[..., dict[str, Any]]:
+def answerer(ws: Bounded) -> Callable[..., dict[str, Any]]:
     """``answer(tool, *args)``: the tool's answer for ``ws`` (as the SDK can send it, :func:`wire_safe`), or its error
     as a one-line tool error (the server keeps serving)."""
     from mcp.server.mcpserver.exceptions import ToolError
@@ -318,7 +324,7 @@ def argument_error(error: ValidationError) -> str:
     return printable(line + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
 
 
-def _server_class() -> type:
+def server_class() -> type:
     """:class:`mcp.server.mcpserver.MCPServer` whose argument errors are one line (:func:`argument_error`) instead of
     pydantic's four, with a link."""
     from mcp.server.mcpserver import MCPServer
@@ -341,9 +347,9 @@ def build_server(ws: Workspace) -> Any:
     """An :class:`mcp.server.mcpserver.MCPServer` with the six tools bound to ``ws``."""
     from codesearch import __version__
 
-    server = _server_class()("codesearch", instructions=INSTRUCTIONS, version=__version__)
+    server = server_class()("codesearch", instructions=INSTRUCTIONS, version=__version__)
 
-    answer = _answerer(ws)
+    answer = answerer(ws)
 
     @server.tool()
     def search(query: str, repo: str | None = None, k: Int = 10, mode: str = "hybrid", scope: str | None = None,
@@ -440,86 +446,6 @@ def build_server(ws: Workspace) -> Any:
     return server
 
 
-class CorpusWorkspace:
-    """The corpus one server answers for (one :class:`~codesearch.corpus.Corpus`; searches take turns)."""
-
-    def __init__(self, corpus: Any, *, max_k: int | None = None) -> None:
-        self.corpus = corpus
-        self.max_k = max_k
-        self.lock = threading.Lock()
-        corpus.status()  # a store that is not a corpus fails at start, not at first use
-
-
-def tool_corpus_search(ws: CorpusWorkspace, query: str, repo: str | None = None, k: int = 10, mode: str = "hybrid",
-                       scope: str | None = None, include: list[str] | None = None, exclude: list[str] | None = None,
-                       kinds: list[str] | None = None, max_lines: int = 40, max_tokens: int | None = None,
-                       compact: bool = False) -> dict[str, Any]:
-    """The ``search`` tool over a corpus: ``repo`` is one of its repositories (default: all of them)."""
-    _checked(ws, k, max_lines, max_tokens)
-    with ws.lock:
-        hits = ws.corpus.search(query, k=k, repos=[repo] if repo else None, mode=mode, scope=scope,
-                                include=as_strings(include), exclude=as_strings(exclude), kinds=as_strings(kinds) or None)
-    return _fit({"repo": repo, "hits": hits_data(hits, max_lines=max_lines, compact=compact)}, max_tokens)
-
-
-def tool_corpus_status(ws: CorpusWorkspace, repo: str | None = None) -> dict[str, Any]:
-    """The ``index_status`` tool over a corpus: the corpus's facts, or one repository's."""
-    from codesearch.exceptions import RepositoryNotInCorpusError
-
-    with ws.lock:
-        facts: dict[str, Any] = ws.corpus.status()
-    if repo is None:
-        return facts
-    found = facts["repositories"].get(repo)
-    if found is None:
-        raise RepositoryNotInCorpusError(f"{repo!r} is not in the corpus at {facts['store']}")
-    return {"repo": repo, "store": facts["store"], "model": facts["model"], **found}
-
-
-def build_corpus_server(ws: CorpusWorkspace) -> Any:
-    """An :class:`mcp.server.mcpserver.MCPServer` with ``search`` and ``index_status`` over a corpus."""
-    from codesearch import __version__
-
-    server = _server_class()("codesearch", instructions=INSTRUCTIONS.split(" Use `find_definition`", maxsplit=1)[0]
-                             + " `repo` names a repository of the corpus; without it every repository is searched.",
-                             version=__version__)
-
-    answer = _answerer(ws)
-
-    @server.tool()
-    def search(query: str, repo: str | None = None, k: Int = 10, mode: str = "hybrid", scope: str | None = None,
-               include: list[str] | None = None, exclude: list[str] | None = None, kinds: list[str] | None = None,
-               max_lines: Int = 40, max_tokens: Int | None = None, compact: Flag = False) -> dict[str, Any]:
-        """Find code by meaning and keyword across the corpus's repositories; each hit names its `repo`.
-
-        Args:
-            query: what to look for.
-            repo: one repository of the corpus; default all of them.
-            k: how many hits.
-            mode: hybrid (default), bm25 (keywords) or dense (meaning).
-            scope: only paths under this prefix, e.g. "src/".
-            include: only paths matching these .gitignore-style globs.
-            exclude: leave out paths matching these globs.
-            kinds: only these kinds: source, test, doc, config.
-            max_lines: lines of each hit's text to return.
-            max_tokens: keep the whole answer within this many tokens (1 token per 3 bytes of its JSON).
-            compact: locations, symbols and one line per hit instead of texts.
-        """
-        return answer(tool_corpus_search, query, repo, k, mode, scope, include, exclude, kinds, max_lines, max_tokens,
-                      compact)
-
-    @server.tool()
-    def index_status(repo: str | None = None) -> dict[str, Any]:
-        """What the corpus holds: models, tier, repositories, files, chunks; or one repository's facts.
-
-        Args:
-            repo: one repository of the corpus; default the whole corpus.
-        """
-        return answer(tool_corpus_status, repo)
-
-    return server
-
-
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -547,7 +473,7 @@ def _replace_lone_surrogates(data: Any) -> Any:
     return data
 
 
-def _read_requests_through(cleaner: Callable[[bytes], bytes]) -> None:
+def read_requests_through(cleaner: Callable[[bytes], bytes]) -> None:
     """Put a pipe on standard input (fd 0) that a thread fills with the real input's lines passed through ``cleaner``,
     so the SDK's stdio transport, which reads fd 0, sees the cleaned lines."""
     real_input = os.dup(0)
@@ -567,20 +493,6 @@ def _read_requests_through(cleaner: Callable[[bytes], bytes]) -> None:
     threading.Thread(target=pump, name="codesearch-stdin", daemon=True).start()
 
 
-def serve_corpus(store: str, **options: Any) -> None:
-    """Run the stdio server over the corpus at ``store`` until the client closes it."""
-    import sys
-
-    from codesearch.corpus import Corpus
-
-    server = build_corpus_server(CorpusWorkspace(Corpus(store, **options)))
-    _read_requests_through(readable_request)
-    server.run("stdio")
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
-
-
 def serve(roots: list[str], **options: Any) -> None:
     """Run the stdio server until the client closes it, then exit the process.
 
@@ -593,7 +505,7 @@ def serve(roots: list[str], **options: Any) -> None:
     ws = Workspace(roots, **options)
     try:
         server = build_server(ws)
-        _read_requests_through(readable_request)
+        read_requests_through(readable_request)
         server.run("stdio")
     finally:
         ws.close()
@@ -602,7 +514,7 @@ def serve(roots: list[str], **options: Any) -> None:
     os._exit(0)
 
 
-__all__ = ["ERROR_CHARS", "INSTRUCTIONS", "CorpusWorkspace", "Flag", "Int", "ToolInputError", "Workspace",
-           "argument_error", "build_corpus_server", "build_server", "check_k", "one_line", "readable_request", "sdk_text",
-           "serve", "serve_corpus", "tool_corpus_search", "tool_corpus_status", "tool_find_definition", "tool_find_references",
+__all__ = ["ERROR_CHARS", "INSTRUCTIONS", "Bounded", "Flag", "Int", "ToolInputError", "Workspace", "answerer",
+           "argument_error", "build_server", "check_k", "checked_limits", "fit", "one_line", "read_requests_through",
+           "readable_request", "sdk_text", "serve", "server_class", "tool_find_definition", "tool_find_references",
            "tool_find_related", "tool_index_status", "tool_reindex", "tool_search", "wire_safe"]

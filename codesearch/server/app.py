@@ -33,7 +33,8 @@ def _mcp_app(served: Served, host: str, cors_origins: Sequence[str], max_body: i
     """The SDK's streamable HTTP app over the stdio server's own tools (repositories) or corpus tools."""
     from mcp.server.transport_security import TransportSecuritySettings
 
-    from codesearch.faces.mcp_server import build_corpus_server, build_server
+    from codesearch.faces.mcp_corpus import build_corpus_server
+    from codesearch.faces.mcp_server import build_server
 
     if served.corpus is not None:
         server = build_corpus_server(served.corpus)

@@ -20,7 +20,8 @@ from codesearch.display import clipped
 from codesearch.exceptions import IndexNotFoundError, RepositoryNotServedError
 from codesearch.faces.answers import corpus_answer, fit_to_budget, hits_data, search_answer, symbol_answer
 from codesearch.faces.locations import parse_location
-from codesearch.faces.mcp_server import CorpusWorkspace, Workspace, check_k
+from codesearch.faces.mcp_corpus import CorpusWorkspace
+from codesearch.faces.mcp_server import Workspace, check_k
 
 DEFAULT_MAX_K = 100
 """The most hits one request may ask for, unless ``--max-k`` says otherwise."""
@@ -192,7 +193,7 @@ class Served:
     def status(self, *, repo: str | None = None) -> dict[str, Any]:
         """``codesearch status PATH --json``, or ``codesearch corpus status STORE --json``."""
         if self.corpus is not None:
-            from codesearch.faces.mcp_server import tool_corpus_status
+            from codesearch.faces.mcp_corpus import tool_corpus_status
 
             if repo:
                 return tool_corpus_status(self.corpus, repo)
