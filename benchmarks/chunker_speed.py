@@ -1,7 +1,7 @@
 """Chunk the same real source text with the Cython and the pure-Python chunker.
 
 Usage:
-    python benchmarks/chunker_speed.py [--corpus DIR] [--min-mb 50] [--repeat 3] [--json OUT]
+    python -m benchmarks.chunker_speed [--corpus DIR] [--min-mb 50] [--repeat 3] [--json OUT]
 
 The corpus defaults to this interpreter's site-packages. Files are taken by the
 library's own scanner (sorted, so the sample is reproducible) until at least

@@ -1,11 +1,11 @@
 """The corpus at scale: quality parity with single indexes on DEV, ANN recall, and a 10k / 100k / 1M chunk curve.
 
 Usage:
-    python benchmarks/corpus_scale.py --semble-benchmarks SEMBLE/benchmarks --mirrors MIRRORS [--trees DIR]
+    python -m benchmarks.corpus_scale --semble-benchmarks SEMBLE/benchmarks --mirrors MIRRORS [--trees DIR]
         [--work DIR] [--single-indexes DIR] [--sizes 10k,100k,1m] [--latency-queries 100] [--json OUT]
-    python benchmarks/corpus_scale.py --refresh-only --semble-benchmarks SEMBLE/benchmarks --mirrors MIRRORS
+    python -m benchmarks.corpus_scale --refresh-only --semble-benchmarks SEMBLE/benchmarks --mirrors MIRRORS
         [--sizes 10k,100k] [--json OUT]          # the build and a refresh after 1% of files changed, alone
-    python benchmarks/corpus_scale.py --builds-only --sizes 1m --build-rounds 1 --no-ceiling [--two-first] ...
+    python -m benchmarks.corpus_scale --builds-only --sizes 1m --build-rounds 1 --no-ceiling [--two-first] ...
                                                  # a million real chunks (the trees x100) built with 1 and 2 actors
 
 What it runs (every build and refresh in a new process with its own local
@@ -54,7 +54,6 @@ JSON keys: ``quality`` (per system macro ``ndcg10`` and per repository),
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import random
@@ -67,53 +66,19 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-BENCHMARKS = Path(__file__).resolve().parent
-sys.path.insert(0, str(BENCHMARKS))
+import numpy as np
 
-import numpy as np  # noqa: E402
-from peer_data import K, Repo, export_trees, load_repos, macro, ndcg_at_10  # noqa: E402
-
-from codesearch import CodeSearch  # noqa: E402
-from codesearch.corpus import Corpus  # noqa: E402
-from codesearch.corpus.schema import CHUNKS, FILES, RepoFacts, chunk_id  # noqa: E402
+from benchmarks._harness import folder_mb, percentiles, timed
+from benchmarks.peer_data import K, Repo, export_trees, load_repos, macro, ndcg_at_10
+from codesearch import CodeSearch
+from codesearch.corpus import Corpus
+from codesearch.corpus.schema import CHUNKS, FILES, RepoFacts, chunk_id
 
 DEPTH = 100
 MISS = ("\0", 0, 0)
 
 
 # -- measuring ----------------------------------------------------------------------------
-
-
-def reset_peak() -> None:
-    """Reset this process's VmHWM (Linux: ``5`` into ``/proc/self/clear_refs``)."""
-    with contextlib.suppress(OSError):
-        Path("/proc/self/clear_refs").write_text("5")
-
-
-def peak_mb() -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return round(int(line.split()[1]) / 1024, 1)
-    return 0.0
-
-
-def percentiles(values: Sequence[float]) -> dict[str, float]:
-    ordered = sorted(values)
-    if not ordered:
-        return {"p50": 0.0, "p95": 0.0, "n": 0}
-    return {"p50": round(statistics.median(ordered), 2), "p95": round(ordered[min(len(ordered) - 1,
-                                                                                   int(0.95 * len(ordered)))], 2),
-            "n": len(ordered)}
-
-
-def timed(call: Callable[[], Any]) -> tuple[Any, float]:
-    started = time.perf_counter()
-    out = call()
-    return out, (time.perf_counter() - started) * 1000
-
-
-def du_mb(path: Path) -> float:
-    return round(sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 1e6, 1)
 
 
 def run_corpus(store: Path, command: str, paths: Sequence[str], **options: Any) -> dict[str, Any]:
@@ -599,7 +564,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         full_q = np.stack([corpus.tiers.embedder.embed_query(q) for _, q in sample]).astype(np.float32)
         size["ann"] = [ann_recall(corpus, "static_vector", static_q), ann_recall(corpus, "vector", full_q)]
         size["latency"] = latency(corpus, sample, full=True)
-        size["store_mb"] = du_mb(full_store)
+        size["store_mb"] = folder_mb(full_store)
         static10 = Corpus(args.work / "static10k-a2")
         size["refresh"] = refresh_facts(static10)
         size["chunks"] = corpus.status()["chunks"]
@@ -615,7 +580,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             size["chunks"] = big.status()["chunks"]
             size["ann"] = [ann_recall(big, "static_vector", static_q)]
             size["latency"] = latency(big, [(f"{r}-r0", q) for r, q in sample], full=False)
-            size["store_mb"] = du_mb(store)
+            size["store_mb"] = folder_mb(store)
             size["refresh"] = refresh_facts(big)
             out["sizes"]["100k"] = size
             save()
@@ -628,7 +593,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"1M replicated: {size['chunks']} chunks in {size['build']['replicated_s']} s", file=sys.stderr)
             size["ann"] = [ann_recall(huge, "static_vector", static_q), ann_recall(huge, "vector", full_q)]
             size["latency"] = latency(huge, [(f"{r}-x0", q) for r, q in sample], full=True)
-            size["store_mb"] = du_mb(args.work / "replicated1m")
+            size["store_mb"] = folder_mb(args.work / "replicated1m")
             out["sizes"]["1m"] = size
             out["notes"].append("1m: rows of the 10k transformer-tier corpus replicated 100 times (new repository "
                                 "names and chunk ids); nothing cut or embedded again, both tiers' vectors reused")

@@ -1,7 +1,7 @@
 """Seconds to a first answer on a repository never indexed: the codesearch and semble CLIs, side by side.
 
 Usage:
-    python benchmarks/first_answer.py --semble-benchmarks SEMBLE/benchmarks --mirrors MIRRORS
+    python -m benchmarks.first_answer --semble-benchmarks SEMBLE/benchmarks --mirrors MIRRORS
         --semble-python VENV/bin/python [--semble-model DIR] [--trees DIR] [--repos chi,gson]
         [--rounds 3] [--json OUT]
 
@@ -40,13 +40,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-BENCHMARKS = Path(__file__).resolve().parent
-sys.path.insert(0, str(BENCHMARKS))
-
-from peer_benchmark import distill_semble_model, load_models, run_semble, score_semble, table  # noqa: E402
-from peer_data import DEV_REPOSITORIES, Repo, export_trees, indexed_locations, load_repos, macro, query_ndcgs  # noqa: E402
-
-from codesearch import CodeSearch  # noqa: E402
+from benchmarks._harness import table
+from benchmarks.peer_benchmark import distill_semble_model, load_models, run_semble, score_semble
+from benchmarks.peer_data import DEV_REPOSITORIES, Repo, export_trees, indexed_locations, load_repos, macro, query_ndcgs
+from codesearch import CodeSearch
 
 
 def timed(command: Sequence[str], env: dict[str, str]) -> float:

@@ -1,7 +1,7 @@
 """Embedding models side by side on DEV under the 2-fold protocol: which model is the default.
 
 Usage:
-    python benchmarks/models.py --semble-benchmarks SEMBLE/benchmarks --mirrors MIRRORS --trees DIR
+    python -m benchmarks.models --semble-benchmarks SEMBLE/benchmarks --mirrors MIRRORS --trees DIR
         --index-dir DIR --models minilm,code-minilm,/path/to/folder [--repos ...] [--no-static]
         [--questions --corpora DIR --requests DIR] [--json OUT]
 
@@ -30,11 +30,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-BENCHMARKS = Path(__file__).resolve().parent
-sys.path.insert(0, str(BENCHMARKS))
-
-import peer_benchmark as pb  # noqa: E402
-from peer_data import (  # noqa: E402
+from benchmarks import peer_benchmark as pb
+from benchmarks.peer_data import (
     DEV_FOLDS,
     DEV_REPOSITORIES,
     category_means,
@@ -44,8 +41,7 @@ from peer_data import (  # noqa: E402
     macro,
     two_fold,
 )
-
-from codesearch.ranking import DEFAULT  # noqa: E402
+from codesearch.ranking import DEFAULT
 
 
 def _label(model: str) -> str:

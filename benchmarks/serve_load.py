@@ -1,7 +1,7 @@
 """`codesearch serve` under load on loopback, and its warm API latency beside the library call's.
 
 Usage:
-    python benchmarks/serve_load.py [--repo DIR] [--model minilm|none] [--clients 16] [--seconds 60]
+    python -m benchmarks.serve_load [--repo DIR] [--model minilm|none] [--clients 16] [--seconds 60]
         [--rounds 20] [--index-dir DIR] [--json OUT]
 
 DIR defaults to ``$CODESEARCH_REQUESTS_CORPUS`` (psf/requests v2.32.3); it is
@@ -46,8 +46,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode, urlsplit
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
 def quantile(values: Sequence[float], q: float) -> float:
@@ -213,8 +211,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.repo is None or not args.repo.is_dir():
         parser.error("give --repo DIR or set CODESEARCH_REQUESTS_CORPUS")
-    from seed_requests import QUESTIONS
-
+    from benchmarks.seed_requests import QUESTIONS
     from codesearch import CodeSearch
 
     model = None if args.model == "none" else args.model

@@ -10,14 +10,7 @@ from pathlib import Path
 
 import pytest
 
-BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
-sys.path.insert(0, str(BENCHMARKS))
-
-import ann  # noqa: E402
-import chunker_speed  # noqa: E402
-import freshness  # noqa: E402
-import quality  # noqa: E402
-import seed_requests  # noqa: E402
+from benchmarks import ann, chunker_speed, freshness, monorepo, peer_data, quality, seed_requests
 
 TARGETS = {
     "sessions.py": ["should_strip_auth", "rebuild_method", "resolve_redirects"],
@@ -119,7 +112,6 @@ def test_quality_runs_both_configs_side_by_side(tiny_requests: Path, tmp_path: P
 
 # --- the peer benchmark's data and metric -------------------------------------------------
 
-import peer_data  # noqa: E402
 
 LOG2_3 = 1.5849625007211563  # log2(3): the discount at rank 2
 
@@ -327,7 +319,7 @@ def test_export_trees_takes_the_pin_or_records_the_newest_commit(tmp_path: Path)
 
 
 def test_language_report_sums_each_language_over_the_trees(tmp_path: Path) -> None:
-    import languages
+    from benchmarks import languages
 
     one, two = tmp_path / "one", tmp_path / "two"
     (one / "include").mkdir(parents=True)
@@ -405,8 +397,9 @@ def fake_semble(repos):  # type: ignore[no-untyped-def]
 
 
 def test_peer_benchmark_runs_end_to_end_with_stand_ins(tmp_path: Path) -> None:
-    import peer_benchmark
     from conftest import HashingEmbedder
+
+    from benchmarks import peer_benchmark
 
     pytest.importorskip("matplotlib")
     bench, mirrors = _smoke_benchmark(tmp_path)
@@ -457,8 +450,9 @@ def test_peer_benchmark_runs_end_to_end_with_stand_ins(tmp_path: Path) -> None:
 
 
 def test_navigation_benchmark_runs_end_to_end(tmp_path: Path) -> None:
-    import navigation
     from conftest import HashingEmbedder
+
+    from benchmarks import navigation
 
     bench, mirrors = _smoke_benchmark(tmp_path)
     out = tmp_path / "navigation.json"
@@ -480,7 +474,7 @@ def test_navigation_benchmark_runs_end_to_end(tmp_path: Path) -> None:
 
 
 def test_quality_speed_plot_is_drawn(tmp_path: Path) -> None:
-    import peer_benchmark
+    from benchmarks import peer_benchmark
 
     pytest.importorskip("matplotlib")
     points = [{"label": "a", "ndcg10": 0.8, "ndcg10_all_targets": 0.7, "first_answer_s": 1.5, "p50_ms": 3.0},
@@ -491,9 +485,9 @@ def test_quality_speed_plot_is_drawn(tmp_path: Path) -> None:
 
 
 def test_tune_reranks_stored_indexes_and_applies_the_protocol(tmp_path: Path) -> None:
-    import tune
     from conftest import HashingEmbedder
 
+    from benchmarks import tune
     from codesearch import CodeSearch
 
     bench, mirrors = _smoke_benchmark(tmp_path)
@@ -544,9 +538,9 @@ def test_tune_reranks_stored_indexes_and_applies_the_protocol(tmp_path: Path) ->
 
 
 def test_tune_reports_the_questions_without_tuning_on_them(tmp_path: Path, tiny_requests: Path) -> None:
-    import tune
     from conftest import HashingEmbedder
 
+    from benchmarks import tune
     from codesearch import CodeSearch
 
     bench, mirrors = _smoke_benchmark(tmp_path)
@@ -579,7 +573,6 @@ def test_tune_reports_the_questions_without_tuning_on_them(tmp_path: Path, tiny_
 
 # --- the monorepo benchmark -----------------------------------------------------------------
 
-import monorepo  # noqa: E402
 
 GO_FILE = "package web\n\n// Route matches a path.\nfunc Route(path string) bool {\n\treturn path != \"\"\n}\n"
 PY_FILE = ("def parse_headers(raw):\n    \"\"\"Parse HTTP request headers.\"\"\"\n"
@@ -726,7 +719,7 @@ def test_ann_benchmark_runs_on_synthetic_vectors(tmp_path: Path) -> None:
 def test_corpus_scale_projects_throughput_from_cpu_accounting(monkeypatch: pytest.MonkeyPatch, capsys) -> None:  # type: ignore[no-untyped-def]
     """Two actors of 30 CPU-s each and a driver of 6 on 2 cores take at least 33 s: 99,000 chunks -> 3,000/s."""
     pytest.importorskip("lance")
-    import corpus_scale
+    from benchmarks import corpus_scale
 
     monkeypatch.setattr(corpus_scale.os, "cpu_count", lambda: 2)
     report = {"inserted": 99_000, "pipeline_s": 66.0, "actors": 2, "driver_peak_rss_mb": 500.0,
@@ -752,3 +745,31 @@ def test_corpus_scale_projects_throughput_from_cpu_accounting(monkeypatch: pytes
     assert ("static: 2 actors / 1 actor, wall 1.05, streaming 1.1, working (actors' start left out) 1.3, "
             "projected 1.55 (medians of 3 rounds)") in \
         capsys.readouterr().out
+
+
+# --- the harness every script measures with ----------------------------------------------------
+
+
+def test_the_harness_percentile_is_numpys_linear_interpolation_and_its_helpers_measure(tmp_path: Path) -> None:
+    import numpy as np
+
+    from benchmarks import _harness as harness
+
+    values = [5.0, 1.0, 3.0, 2.0, 8.0, 13.0, 21.0]
+    for q in (0, 10, 50, 90, 95, 99, 100):
+        assert harness.percentile(values, q) == pytest.approx(float(np.percentile(values, q)))
+    assert harness.percentiles(values, (50, 95), digits=None) == {"p50": 5.0, "p95": pytest.approx(18.6), "n": 7}
+    assert harness.percentiles([], (50,)) == {"p50": 0.0, "n": 0}
+    assert harness.table(["name", "n"], [["a", 1], ["bb", 22]], title="T") == "T\nname   n\n----  --\na      1\nbb    22"
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "x").write_bytes(b"1234")
+    (tmp_path / "y").write_bytes(b"56")
+    assert harness.folder_bytes(tmp_path) == 6
+    result, ms = harness.timed(lambda: sum(range(1000)))
+    assert result == 499500 and ms >= 0
+    with harness.PeakMemory() as memory:
+        block = bytearray(64 << 20)
+        block[:: 4096] = b"x" * len(block[:: 4096])
+    assert memory.mb >= (32 if sys.platform == "linux" else 0)
+    assert harness.script_command("rankings")[1:] == ["-m", "benchmarks.rankings"]
+    assert harness.script_env({"PYTHONPATH": "/x"})["PYTHONPATH"] == os.pathsep.join([str(harness.ROOT), "/x"])

@@ -8,8 +8,7 @@ import importlib.util
 from pathlib import Path
 
 import pytest
-
-PACKAGE = Path(__file__).resolve().parent.parent / "codesearch"
+from conftest import PACKAGE
 
 
 def _module_name(path: Path, package: Path = PACKAGE) -> str:

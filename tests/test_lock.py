@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import ROOT
 
 from codesearch._lock import FileLock, LockHeld
 
@@ -24,7 +25,7 @@ time.sleep(60)
 
 def test_a_second_process_is_refused_with_the_holders_pid_until_it_is_killed(tmp_path: Path) -> None:
     path = tmp_path / "LOCK"
-    root = str(Path(__file__).resolve().parent.parent)
+    root = str(ROOT)
     proc = subprocess.Popen([sys.executable, "-c", HOLD, str(path)], stdout=subprocess.PIPE, text=True,
                             env={**os.environ, "PYTHONPATH": root})
     try:

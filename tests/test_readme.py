@@ -6,7 +6,8 @@ import os
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from conftest import ROOT
+
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 
 

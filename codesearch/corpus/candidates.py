@@ -28,8 +28,10 @@ from codesearch.corpus.schema import sql_in, sql_string
 from codesearch.corpus.views import COLUMN_OF, read_pool
 from codesearch.files.kinds import KINDS
 from codesearch.index.loaded import LIST_OF, one_blas_thread
-from codesearch.ranking import ChunkFacts, FileFacts, Ranking, candidates_from_pairs, rank
-from codesearch.ranking.candidates import keyword_multipliers
+from codesearch.ranking.candidates import candidates_from_pairs, keyword_multipliers
+from codesearch.ranking.config import Ranking
+from codesearch.ranking.facts import ChunkFacts, FileFacts
+from codesearch.ranking.pipeline import rank
 from codesearch.ranking.query import analyze_query
 from codesearch.scope import Scope
 from codesearch.types import Mode, Tier

@@ -25,7 +25,8 @@ from codesearch.corpus.schema import sql_in, sql_string, wide_strings
 from codesearch.index.loaded import rank_exactly
 from codesearch.keyword import BM25
 from codesearch.keyword.arrow import fit_term_column
-from codesearch.ranking import ChunkFacts, Ranking
+from codesearch.ranking.config import Ranking
+from codesearch.ranking.facts import ChunkFacts
 from codesearch.scope import Scope
 from codesearch.types import FULL, STATIC, Mode, Tier
 

@@ -7,9 +7,9 @@ import itertools
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from conftest import PACKAGE
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -115,7 +115,7 @@ def test_twins_agree_on_any_unicode(text: str) -> None:
 
 def _real_source() -> str:
     """About 300 KB of this package's own source, lines of every length."""
-    folder = Path(__file__).resolve().parent.parent / "codesearch"
+    folder = PACKAGE
     return "".join(path.read_text(encoding="utf-8") for path in sorted(folder.glob("*.py"))) * 2
 
 

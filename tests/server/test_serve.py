@@ -4,7 +4,6 @@ security (binds, tokens, hosts, sizes, CORS, read-only), and a short load on loo
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,10 +15,10 @@ from codesearch.faces.cli import main
 
 pytest.importorskip("uvicorn")
 pytest.importorskip("jinja2")
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
 import anyio
-from serve_load import Client, load, start_server, stop_server
+
+from benchmarks.serve_load import Client, load, start_server, stop_server
 
 TESTS = """\
 from pkg.sessions import Session

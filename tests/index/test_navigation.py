@@ -9,7 +9,7 @@ from functools import cache
 from pathlib import Path
 
 import pytest
-from conftest import SESSIONS, UTILS
+from conftest import PACKAGE, SESSIONS, UTILS
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -213,7 +213,7 @@ def test_a_line_in_two_overlapping_windows_is_reported_once(cs: CodeSearch) -> N
 def test_navigation_reads_chunks_only_through_the_loaded_index_seam() -> None:
     """The chunk records are about to change shape: navigation and notes read them through LoadedIndex.hit,
     facts and bm25 only."""
-    package = Path(__file__).resolve().parent.parent / "codesearch" / "index"
+    package = PACKAGE / "index"
     for name in ("navigation.py", "notes.py"):
         assert ".records" not in (package / name).read_text(), name
 

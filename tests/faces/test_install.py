@@ -15,13 +15,14 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from conftest import FIXTURES
 
 from codesearch.faces.agents import server_command
 from codesearch.faces.cli import main
 
 tomllib = pytest.importorskip("tomllib")
 
-FIXTURES = Path(__file__).parent / "fixtures" / "agents"
+AGENT_FIXTURES = FIXTURES / "agents"
 
 # (client, scope) -> the sample file, and where the client keeps that file (Linux; "~" is $HOME, "." the project).
 CASES: dict[tuple[str, str], tuple[str, str]] = {
@@ -122,7 +123,7 @@ def test_install_merges_keeps_comments_backs_up_is_idempotent_and_uninstalls(
     sample, where = CASES[(client, scope)]
     target = _location(where, home, project)
     target.parent.mkdir(parents=True, exist_ok=True)
-    original = (FIXTURES / sample).read_text(encoding="utf-8")
+    original = (AGENT_FIXTURES / sample).read_text(encoding="utf-8")
     target.write_text(original, encoding="utf-8")
     toml = target.suffix == ".toml"
 
@@ -131,7 +132,7 @@ def test_install_merges_keeps_comments_backs_up_is_idempotent_and_uninstalls(
     command = server_command([str(project)])
     assert data["entry"] == expected_entry(client, command)
     written = target.read_text(encoding="utf-8")
-    assert read(target) == with_entry(read(FIXTURES / sample), KEY[client], "codesearch", expected_entry(client, command))
+    assert read(target) == with_entry(read(AGENT_FIXTURES / sample), KEY[client], "codesearch", expected_entry(client, command))
     assert comments(written, toml) == comments(original, toml)  # every comment kept, in order
     backup = target.with_name(target.name + ".codesearch-backup")
     assert Path(data["backup"]) == backup and backup.read_text(encoding="utf-8") == original
@@ -143,7 +144,7 @@ def test_install_merges_keeps_comments_backs_up_is_idempotent_and_uninstalls(
 
     removed = _cli("uninstall", client, str(project), "--scope", scope)
     assert removed["changed"] is True and removed["entry"] is None
-    assert read(target) == read(FIXTURES / sample)
+    assert read(target) == read(AGENT_FIXTURES / sample)
     if toml:
         assert comments(target.read_text(encoding="utf-8"), toml) == comments(original, toml)
     else:
@@ -170,7 +171,7 @@ def test_dry_run_prints_the_diff_and_writes_nothing(places: tuple[Path, Path]) -
     home, project = places
     target = home / ".codex" / "config.toml"
     target.parent.mkdir()
-    original = (FIXTURES / "codex.toml").read_text()
+    original = (AGENT_FIXTURES / "codex.toml").read_text()
     target.write_text(original)
     result = CliRunner().invoke(main, ["install", "codex", str(project), "--scope", "user", "--dry-run"])
     assert result.exit_code == 0, result.output
@@ -191,7 +192,7 @@ def test_a_file_that_cannot_be_parsed_is_refused_in_one_line(places: tuple[Path,
     _, project = places
     target = project / where
     target.parent.mkdir()
-    broken = (FIXTURES / sample).read_text()
+    broken = (AGENT_FIXTURES / sample).read_text()
     target.write_text(broken)
     result = CliRunner().invoke(main, ["install", client, str(project)])
     assert result.exit_code == 2 and "Traceback" not in result.output
@@ -208,7 +209,7 @@ def test_a_changed_registration_is_updated_and_names_keep_servers_apart(places: 
     other.mkdir()
     target = project / ".vscode" / "mcp.json"
     target.parent.mkdir()
-    target.write_text((FIXTURES / "vscode.jsonc").read_text())
+    target.write_text((AGENT_FIXTURES / "vscode.jsonc").read_text())
     _cli("install", "vscode", str(project))
     updated = _cli("install", "vscode", str(project), "--read-only", "--index-dir", str(tmp_path / "shared"))
     assert updated["changed"] is True and updated["entry"]["args"][-3:] == ["--index-dir", str(tmp_path / "shared"),
@@ -223,7 +224,7 @@ def test_a_changed_registration_is_updated_and_names_keep_servers_apart(places: 
 def test_opencode_v2_files_keep_servers_under_mcp_servers(places: tuple[Path, Path]) -> None:
     _, project = places
     target = project / "opencode.jsonc"
-    target.write_text((FIXTURES / "opencode-v2.jsonc").read_text())
+    target.write_text((AGENT_FIXTURES / "opencode-v2.jsonc").read_text())
     data = _cli("install", "opencode", str(project))
     assert Path(data["file"]) == target
     servers = read(target)["mcp"]["servers"]

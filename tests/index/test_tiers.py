@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import SESSIONS, UTILS, HashingEmbedder
+from conftest import SESSIONS, TESTS, UTILS, HashingEmbedder
 
 from codesearch import CodeSearch
 from codesearch.exceptions import IndexLockedError, ModelMismatchError, ModelNotAvailableError
@@ -376,7 +376,7 @@ def test_searches_during_another_process_reindexing_get_old_or_new_never_an_erro
     cs, _, _ = _two_tier(repo, tmp_path / "index", refresh=False)
     cs.index()
     child = subprocess.Popen(
-        [sys.executable, "-c", _REINDEXER.format(tests=str(Path(__file__).parent)), str(repo),
+        [sys.executable, "-c", _REINDEXER.format(tests=str(TESTS)), str(repo),
          str(tmp_path / "index"), "25"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     answers = 0
     deadline = time.monotonic() + 120

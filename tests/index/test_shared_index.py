@@ -11,13 +11,13 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import SESSIONS, UTILS, HashingEmbedder
+from conftest import SESSIONS, TESTS, UTILS, HashingEmbedder
 
 from codesearch import CodeSearch
 from codesearch.exceptions import IndexNotFoundError, IndexReadOnlyError
 from codesearch.index.store import IndexStore
 
-TESTS_DIR = Path(__file__).parent
+TESTS_DIR = TESTS
 
 
 def _searcher(root: Path, index_dir: Path, **kwargs) -> tuple[CodeSearch, HashingEmbedder, HashingEmbedder]:  # type: ignore[no-untyped-def]

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import FIXTURES
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -16,7 +17,7 @@ from codesearch.chunking.definitions import FALLBACK_REASONS, SUPPORTED_LANGUAGE
 from codesearch.chunking.languages import LANGUAGES, language_for
 from codesearch.stats import repo_stats
 
-FIXTURES = Path(__file__).parent / "fixtures" / "languages"
+LANGUAGE_FIXTURES = FIXTURES / "languages"
 # A budget of 120 characters: small enough that containers split into their members.
 TINY = ChunkParams(target_tokens=30, overlap_tokens=4, chars_per_token=4)
 
@@ -98,7 +99,7 @@ def test_every_language_of_the_table_has_a_fixture_or_older_tests() -> None:
 
 @pytest.mark.parametrize(("name", "language", "expected"), EXPECTED, ids=[e[1] for e in EXPECTED])
 def test_fixture_gives_exact_chunks(name: str, language: str, expected: list[tuple[int, int, tuple[str, ...]]]) -> None:
-    text = (FIXTURES / name).read_text(encoding="utf-8")
+    text = (LANGUAGE_FIXTURES / name).read_text(encoding="utf-8")
     cut = cut_file(f"src/{name}", text, TINY)
     assert (cut.language, cut.fallback) == (language, None)
     assert spans(cut.chunks) == expected
@@ -107,7 +108,7 @@ def test_fixture_gives_exact_chunks(name: str, language: str, expected: list[tup
 
 @pytest.mark.parametrize(("name", "language", "expected"), EXPECTED, ids=[e[1] for e in EXPECTED])
 def test_a_syntax_error_still_yields_definition_chunks(name: str, language: str, expected: list) -> None:  # type: ignore[type-arg]
-    lines = (FIXTURES / name).read_text(encoding="utf-8").split("\n")
+    lines = (LANGUAGE_FIXTURES / name).read_text(encoding="utf-8").split("\n")
     after = next(end for _, end, symbols in expected if symbols)  # right after the first definition
     broken = "\n".join([*lines[:after], "}}} ((( @@@ <<< end", *lines[after:]])
     cut = cut_file(f"src/{name}", broken, TINY)
@@ -190,7 +191,7 @@ def test_every_grammar_loads_with_the_pinned_tree_sitter() -> None:
 
 def test_a_missing_grammar_falls_back_to_line_windows_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(definitions._PARSERS, "zig", None)
-    text = (FIXTURES / "sample.zig").read_text(encoding="utf-8")
+    text = (LANGUAGE_FIXTURES / "sample.zig").read_text(encoding="utf-8")
     cut = cut_file("src/sample.zig", text, TINY)
     assert cut == (chunk_text("src/sample.zig", text, TINY), "zig", definitions.NO_GRAMMAR)
 
@@ -219,7 +220,7 @@ def test_too_large_and_unknown_files_fall_back_with_their_reason(monkeypatch: py
 
 def test_stats_reports_each_language_and_every_fallback(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     for name, _, _ in EXPECTED:
-        (tmp_path / name).write_text((FIXTURES / name).read_text(encoding="utf-8"), encoding="utf-8")
+        (tmp_path / name).write_text((LANGUAGE_FIXTURES / name).read_text(encoding="utf-8"), encoding="utf-8")
     (tmp_path / "notes.md").write_text("# notes\n\nsome words\n", encoding="utf-8")
     monkeypatch.setitem(definitions._PARSERS, "zig", None)
     report = repo_stats(tmp_path, params=TINY)

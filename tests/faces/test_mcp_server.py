@@ -630,9 +630,7 @@ def test_eight_concurrent_sessions_of_mixed_and_bad_calls_lose_nothing(tmp_path:
     """Item 8 of issue 38: an MCP load test (benchmarks/mcp_load.py): 8 concurrent SDK sessions over stdio, each
     with its own server on one shared read-only index, mixed tools and bad calls; no session or call is lost and
     every answer is as due. p50/p99 are printed (the suite never asserts a time)."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-    import mcp_load
-
+    from benchmarks import mcp_load
     from codesearch import CodeSearch
 
     repo = mcp_load.make_tree(tmp_path / "tree", 60)

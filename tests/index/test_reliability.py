@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import HashingEmbedder
+from conftest import TESTS, HashingEmbedder
 
 from codesearch import CodeSearch
 from codesearch.exceptions import IndexCorruptError, IndexLockedError
@@ -28,7 +28,7 @@ from codesearch.index.columns import stored_records
 from codesearch.index.snapshot import IndexSnapshot
 from codesearch.index.store import IndexStore
 
-TESTS_DIR = Path(__file__).parent
+TESTS_DIR = TESTS
 FORKSERVER = multiprocessing.get_context("forkserver")
 FORKSERVER.set_forkserver_preload(["numpy", "codesearch.search", "conftest"])
 

@@ -6,6 +6,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import PACKAGE, TESTS
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -755,8 +756,7 @@ def test_public_function_never_raises(text: str, path: str) -> None:
 
 @pytest.mark.parametrize("params", [ChunkParams(), SMALL, ChunkParams(target_tokens=1, overlap_tokens=0)])
 def test_real_files_satisfy_the_contract(params: ChunkParams) -> None:
-    package = Path(definitions.__file__).parent
-    sources = sorted(package.glob("*.py")) + sorted(Path(__file__).parent.glob("*.py"))
+    sources = sorted(PACKAGE.rglob("*.py")) + sorted(TESTS.rglob("*.py"))
     assert sources
     for source in sources:
         text = source.read_text(encoding="utf-8")

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,10 +18,10 @@ from conftest import missing_reference
 
 pytest.importorskip("uvicorn")
 pytest.importorskip("jinja2")
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
-from serve_load import start_server, stop_server
 from test_serve import make_repos
+
+from benchmarks.serve_load import start_server, stop_server
 
 CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                   "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage",

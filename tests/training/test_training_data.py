@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import missing_reference
+from conftest import ROOT, missing_reference
 
 from codesearch.chunking.languages import LANGUAGES
 from codesearch.exceptions import TrainingDataError
@@ -28,7 +28,6 @@ from codesearch.training.docs import doc_problem, strip_comment, strip_string
 from codesearch.training.filters import GENERATED, TEST, VENDORED, content_reason, path_reason
 from codesearch.training.mine import Pair, RepositoryPairs, cap_pairs, deduplicate, validation_repositories
 
-ROOT = Path(__file__).resolve().parent.parent
 SOURCES = ROOT / "training" / "sources.json"
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import SESSIONS, UTILS, HashingEmbedder
+from conftest import SESSIONS, TESTS, UTILS, HashingEmbedder
 
 import codesearch.chunking.chunks
 from codesearch import CodeSearch
@@ -104,7 +104,7 @@ def test_a_build_run_from_standard_input_cuts_in_this_process(tmp_path: Path) ->
         "import sys\n"
         "from codesearch.index import cutting\n"
         "from codesearch.chunking import ChunkParams\n"
-        f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+        f"sys.path[:0] = [{str(TESTS)!r}, {str(Path(__file__).resolve().parent)!r}]\n"
         "from test_cutting import _tasks\n"
         "from pathlib import Path\n"
         "cutting.POOL_MIN_BYTES = 0\n"

@@ -10,14 +10,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import ROOT
 
 from codesearch.chunking import document_text
 from codesearch.embedding import Embedder, EmbedReport
 from codesearch.embedding.catalogue import resolve_model
 from codesearch.embedding.onnx import tokenizer_text
 from codesearch.exceptions import ExportError, ModelNotAvailableError
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_document_text_is_path_newline_text() -> None:
@@ -233,9 +232,9 @@ def test_benchmark_script_runs_and_writes_its_json(minilm_int8_embedder, tmp_pat
         (corpus / name).write_text((ROOT / "codesearch" / "embedding" / name).read_text(encoding="utf-8"))
     out = tmp_path / "out.json"
     run = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "embed_speed.py"), "--corpus", str(corpus),
+        [sys.executable, "-m", "benchmarks.embed_speed", "--corpus", str(corpus),
          "--repeat", "1", "--limit", "6", "--json", str(out)],
-        capture_output=True, text=True, timeout=600, check=False,
+        capture_output=True, text=True, timeout=600, check=False, cwd=ROOT,
     )
     assert run.returncode == 0, run.stderr
     result = json.loads(out.read_text())

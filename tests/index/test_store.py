@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import platformdirs
 import pytest
+from conftest import ROOT
 
 import codesearch.index.store as store_module
 from codesearch.cache import default_index_dir
@@ -36,7 +37,7 @@ from codesearch.exceptions import IndexCorruptError, IndexLockedError, IndexNotF
 from codesearch.index.snapshot import FORMAT_VERSION, IndexSnapshot
 from codesearch.index.store import IndexStore
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = ROOT
 
 # Shared by this module and the subprocess scripts, so both build the same states.
 STATE_SRC = r'''
