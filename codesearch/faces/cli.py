@@ -24,6 +24,7 @@ from codesearch.faces.options import (
     answer_options,
     check_model_name,
     echo_answer,
+    echo_facts,
     echo_hits,
     echo_json,
     fail,
@@ -288,13 +289,7 @@ def refs(name: str, path: str, model: str, index_dir: str | None, int8: bool, k:
 def status(path: str, model: str, index_dir: str | None, int8: bool, read_only: bool, as_json: bool) -> None:
     """The index of PATH: model, tier, counts, last update, files changed on disk since (nothing is re-indexed), and
     how searches find changes (freshness: a one-shot command runs a stat pass; the MCP server watches)."""
-    facts = _searcher(path, model, index_dir, int8, read_only=read_only).status()
-    if as_json:
-        echo_json(facts)
-        return
-    for key, value in facts.items():
-        if key != "changes":
-            click.echo(f"{key:<19}{printable(str(value))}")
+    echo_facts(_searcher(path, model, index_dir, int8, read_only=read_only).status(), as_json, 19, {"changes"})
 
 
 @main.command()
@@ -388,11 +383,7 @@ def info(path: str, index_dir: str | None, model: str | None, as_json: bool) -> 
     facts = searcher.info()
     if model is not None:
         facts["model_matches"] = searcher.embedder.fingerprint == facts["fingerprint"]
-    if as_json:
-        echo_json(facts)
-        return
-    for key, value in facts.items():
-        click.echo(f"{key:<15}{printable(str(value))}")
+    echo_facts(facts, as_json, 15)
 
 
 @main.command()

@@ -17,6 +17,7 @@ from codesearch.faces.options import (
     answer_options,
     check_model_name,
     echo_answer,
+    echo_facts,
     echo_hits,
     echo_json,
     json_option,
@@ -143,12 +144,8 @@ def corpus_status(store: str, as_json: bool) -> None:
     from codesearch.corpus import Corpus
 
     facts = Corpus(store).status()
-    if as_json:
-        echo_json(facts)
+    if not echo_facts(facts, as_json, 10, {"repositories"}):
         return
-    for key, value in facts.items():
-        if key != "repositories":
-            click.echo(f"{key:<10}{printable(str(value))}")
     for name, repo in facts["repositories"].items():
         click.echo(f"  {printable(name):<24} {repo['files']:>7,} files {repo['chunks']:>9,} chunks  {repo['tier']:<6} "
                    f"{repo['updated']}  {printable(str(repo['root']))}")

@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any, TypeVar
 
 import click
@@ -104,6 +104,18 @@ def echo_hits(hits: Sequence[dict[str, Any]], preview_lines: int, with_root: boo
         text = hit["text"] if "text" in hit else hit["line"]
         for line in text.replace("\r\n", "\n").split("\n")[:preview_lines]:
             click.echo(f"      {printable(line[:160], keep_tabs=True)}")
+
+
+def echo_facts(facts: Mapping[str, Any], as_json: bool, width: int, leave_out: Collection[str] = ()) -> bool:
+    """Print ``facts`` as JSON, or as one ``key value`` line each (keys padded to ``width``; those in
+    ``leave_out`` left to the caller). Returns whether it printed text (the caller may add to it)."""
+    if as_json:
+        echo_json(facts)
+        return False
+    for key, value in facts.items():
+        if key not in leave_out:
+            click.echo(f"{key:<{width}}{printable(str(value))}")
+    return True
 
 
 def echo_answer(answer: dict[str, Any], as_json: bool, max_tokens: int | None,
@@ -231,6 +243,6 @@ def scope_arguments(scope: str | None, include: Sequence[str], exclude: Sequence
 
 
 __all__ = ["Commands", "F", "Folder", "OneLineUsageError", "answer_options", "check_model_name", "echo_answer",
-           "echo_hits", "echo_json", "fail", "index_options", "json_option", "k_option", "lines_option", "mode_option",
-           "no_ignore_option", "one_line", "options", "path_argument", "read_only_option", "reports_errors",
-           "scope_arguments", "scope_options"]
+           "echo_facts", "echo_hits", "echo_json", "fail", "index_options", "json_option", "k_option", "lines_option",
+           "mode_option", "no_ignore_option", "one_line", "options", "path_argument", "read_only_option",
+           "reports_errors", "scope_arguments", "scope_options"]
