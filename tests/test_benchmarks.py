@@ -7,6 +7,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -773,3 +774,21 @@ def test_the_harness_percentile_is_numpys_linear_interpolation_and_its_helpers_m
     assert memory.mb >= (32 if sys.platform == "linux" else 0)
     assert harness.script_command("rankings")[1:] == ["-m", "benchmarks.rankings"]
     assert harness.script_env({"PYTHONPATH": "/x"})["PYTHONPATH"] == os.pathsep.join([str(harness.ROOT), "/x"])
+
+
+def test_corpus_parity_compares_hits_exactly_scores_within_a_tolerance_and_the_stores() -> None:
+    from benchmarks import corpus_parity
+
+    def dump(score: float, hits: list[str], digest: str = "d") -> dict[str, Any]:
+        ranking = [[h, score] for h in hits]
+        return {"scoped": {"r\tq": ranking}, "single": {"r\tq": ranking}, "org": {"hybrid\tr\tq": [["r", *h] for h in
+                                                                                                   ranking]},
+                "scoped_identical": [1, 1], "digest_shared": {"chunks": "s"}, "digest_built": {"chunks": digest}}
+
+    before = dump(0.5, ["a.py:1-9", "b.py:1-4"], "s")
+    assert corpus_parity.compare(before, dump(0.5 + 1e-17, ["a.py:1-9", "b.py:1-4"], "s"), 1e-9) == []
+    assert len(corpus_parity.compare(before, dump(0.6, ["a.py:1-9", "b.py:1-4"], "s"), 1e-9)) == 3  # every part
+    swapped = corpus_parity.compare(before, dump(0.5, ["b.py:1-4", "a.py:1-9"], "s"), 1e-9)
+    assert len(swapped) == 3 and all("hits differ" in line for line in swapped)
+    assert corpus_parity.compare(before, dump(0.5, ["a.py:1-9", "b.py:1-4"], "other"), 1e-9) == [
+        "a store built now differs from digest_built before"]
