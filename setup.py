@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import warnings
 
-from setuptools import Extension, setup
+from setuptools import Extension, find_packages, setup
 from setuptools.command.build_ext import build_ext
 
 
@@ -63,4 +63,12 @@ def _extensions() -> list[Extension]:
     )
 
 
-setup(ext_modules=_extensions(), cmdclass={"build_ext": OptionalBuildExt})
+# The repository's models/ folder installs as the package codesearch_models: the static tier (and any model)
+# codesearch ships, read by codesearch.embedding.catalogue.static_folder. It is mapped here because pyproject's
+# package finder only finds folders named as their packages.
+setup(
+    packages=[*find_packages(include=["codesearch", "codesearch.*"]), "codesearch_models"],
+    package_dir={"codesearch_models": "models"},
+    ext_modules=_extensions(),
+    cmdclass={"build_ext": OptionalBuildExt},
+)

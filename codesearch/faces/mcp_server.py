@@ -123,7 +123,9 @@ class Workspace:
         self.default = self.roots[0]
         self.allow_any_repo = allow_any_repo
         self.max_k = max_k
-        self.options = {"watch": True, **options, "background_upgrade": background}
+        # A long-lived server verifies an index before its first answer (about 0.3 s once at 90k chunks): no answer
+        # ever comes from a file whose sha256 has not been checked.
+        self.options = {"watch": True, "verify_first": True, **options, "background_upgrade": background}
         self._searchers: dict[Path, CodeSearch] = {}
         self._locks: dict[Path, threading.Lock] = {}
         self._guard = threading.Lock()
@@ -225,7 +227,8 @@ def tool_search(ws: Workspace, query: str, repo: str | None = None, k: int = 10,
                          exclude=as_strings(exclude), kinds=as_strings(kinds) or None)
         info = cs.last_search
     answer: dict[str, Any] = {"repo": str(cs.root), "tier": info.tier if info else None,
-                              "refreshed": info.refreshed if info else 0}
+                              "refreshed": info.refreshed if info else 0,
+                              "refreshed_in_memory": info.refreshed_in_memory if info else 0}
     if info is not None and info.note:
         answer["note"] = info.note
     answer["hits"] = hits_data(hits, max_lines=max_lines, compact=compact)

@@ -174,6 +174,18 @@ class Tiers:
         except ModelNotAvailableError:
             return False
 
+    def static_outdated(self, stored: StoredTier | None) -> bool:
+        """Whether a store's static vectors (``stored``, as its store records that tier) came from an older static
+        tier of this same model (the package ships a new one): derived data a writer recomputes, unlike a transformer
+        tier of another export, which is refused.
+        """
+        if stored is None or not self.has_static or stored.name != self.model_name:
+            return False
+        try:
+            return stored.fingerprint != self.static_embedder.fingerprint
+        except (ExportError, ModelNotAvailableError):
+            return False
+
     def check_name(self, stored: str | None) -> None:
         """Refuse by name, before any model is loaded, a store built by the model ``stored`` if that is another.
 

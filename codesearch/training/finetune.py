@@ -245,6 +245,31 @@ class FrozenPrefix:
                     self.states[i] = hidden[k, : int(lengths[k])].to(torch.float16).cpu()
         model.train(was_training)
 
+    def save(self, path: Path) -> None:
+        """Keep the states on disk (several recipes over the same pairs and layers share them)."""
+        import torch
+
+        partial = path.with_suffix(".partial")
+        torch.save({"layers": self.layers, "texts": list(self.row), "states": self.states}, partial)
+        os.replace(partial, path)
+
+    @classmethod
+    def load(cls, model: Any, path: Path, texts: Sequence[str], layers: int) -> FrozenPrefix | None:
+        """The states :meth:`save` kept, or ``None`` when they are not of these texts and layers."""
+        import torch
+
+        try:
+            stored = torch.load(path, map_location="cpu", weights_only=False)
+        except (OSError, RuntimeError, EOFError):
+            return None
+        if stored.get("layers") != layers or stored.get("texts") != list(dict.fromkeys(texts)):
+            return None
+        self = cls.__new__(cls)
+        self.model, self.encoder, self.layers = model, model[0].auto_model, layers
+        self.row = {text: i for i, text in enumerate(stored["texts"])}
+        self.states = stored["states"]
+        return self
+
     def _prefix(self, features: dict[str, Any]) -> Any:
         hidden = self.encoder.embeddings(input_ids=features["input_ids"], token_type_ids=features.get("token_type_ids"))
         mask = self.encoder.get_extended_attention_mask(features["attention_mask"], features["input_ids"].shape)
@@ -444,6 +469,8 @@ def train(
     if not batches:
         raise ValueError(f"{len(pairs)} pairs make no batch of {recipe.batch_size}: lower batch_size or add pairs")
     digest = data_digest(pairs)
+    # What the base model's vectors and a frozen prefix depend on: the pairs, the base model, the length read.
+    key = hashlib.sha256(f"{digest}\0{Path(base).resolve()}\0{recipe.max_seq_length}".encode()).hexdigest()[:16]
     validation = read_pairs(validation_path) if validation_path else []
     if len(validation) > validation_max:
         validation = [validation[i] for i in sorted(random.Random(recipe.seed).sample(range(len(validation)),
@@ -456,12 +483,17 @@ def train(
     prefix = None
     if recipe.freeze_embeddings and recipe.freeze_layers:
         texts = [p.query for p in pairs] + [p.code for p in pairs]
-        prefix = FrozenPrefix(model, texts, recipe.freeze_layers,
-                              progress=f"frozen layers 1-{recipe.freeze_layers}" if progress else None)
+        kept = Path(base_cache) / f"prefix-{key}-{recipe.freeze_layers}.pt" if base_cache else None
+        prefix = FrozenPrefix.load(model, kept, texts, recipe.freeze_layers) if kept and kept.is_file() else None
+        if prefix is None:
+            prefix = FrozenPrefix(model, texts, recipe.freeze_layers,
+                                  progress=f"frozen layers 1-{recipe.freeze_layers}" if progress else None)
+            if kept is not None:
+                prefix.save(kept)
 
     # The base model's view of the data: hard negatives, distillation targets, validation before training.
     need_base = recipe.hard_negatives or recipe.distill_weight > 0
-    cache = Path(base_cache or out) / f"base-vectors-{digest[:16]}.npz"
+    cache = Path(base_cache or out) / f"base-vectors-{key}.npz"
     if need_base and cache.is_file() and np.load(cache)["digest"].item() == digest:
         stored = np.load(cache)
         base_queries, base_codes = stored["queries"], stored["codes"]

@@ -37,16 +37,21 @@ class Source:
         commit: the 40-hex commit mined.
         licence: the SPDX id (or ``OR``/``AND`` expression) read at that commit.
         languages: the languages (keys of :data:`codesearch.chunking.languages.LANGUAGES`) it is chosen for.
+        own: a user's own checkout (``codesearch train PATH``): read as it stands, its licence is the user's
+            business; it is read as it stands on disk, and its commit is its ``HEAD`` when it has one (a record).
     """
 
     repo: str
     commit: str
     licence: str
     languages: tuple[str, ...]
+    own: bool = False
 
     def __post_init__(self) -> None:
         if not _REPO.fullmatch(self.repo):
             raise TrainingDataError(f"source {self.repo!r}: not an owner/name repository")
+        if self.own:
+            return  # a user's own checkout: trained on where it is, never redistributed
         if not _COMMIT.fullmatch(self.commit):
             raise TrainingDataError(f"source {self.repo}: commit {self.commit!r} is not 40 lower-case hex digits")
         ids = _LICENCE_SPLIT.split(self.licence.strip().strip("()"))
@@ -66,7 +71,11 @@ class Source:
 
     def to_json(self) -> dict[str, object]:
         """The source as it is written in ``sources.json``."""
-        return {"repo": self.repo, "commit": self.commit, "licence": self.licence, "languages": list(self.languages)}
+        found: dict[str, object] = {"repo": self.repo, "commit": self.commit, "licence": self.licence,
+                                    "languages": list(self.languages)}
+        if self.own:
+            found["own"] = True
+        return found
 
 
 def load_sources(path: str | os.PathLike[str]) -> list[Source]:

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from codesearch.exceptions import TrainingDataError
+from codesearch.files.read import SkippedFile, read_file
 from codesearch.files.walk import walk
 from codesearch.training.sources import Source
 
@@ -92,7 +93,7 @@ def iter_files(source: Source, mirrors: str | os.PathLike[str], wanted: Wanted) 
     """
     tree = find_tree(mirrors, source.repo)
     git_dir = _git_dir(tree)
-    if git_dir is None:
+    if git_dir is None or source.own:
         yield from _iter_folder(tree, wanted)
         return
     if not has_commit(tree, source.commit):
@@ -127,13 +128,18 @@ def iter_files(source: Source, mirrors: str | os.PathLike[str], wanted: Wanted) 
         proc.stdin.close()
 
 
+FOLDER_FILE_CAP = 4 * 1024 * 1024
+"""The largest file read from a checkout: past what the grammars parse anyway."""
+
+
 def _iter_folder(root: Path, wanted: Wanted) -> Iterator[tuple[str, bytes]]:
+    """The walker's files of a checkout, read so that a file swapped for a link or a FIFO is passed over."""
     for found in walk(root.resolve()):
         try:
-            size = found.entry.stat().st_size
+            size = found.entry.stat(follow_symlinks=False).st_size
             if wanted(found.rel, size):
-                yield found.rel, Path(found.entry.path).read_bytes()
-        except OSError:
+                yield found.rel, read_file(found.entry.path, FOLDER_FILE_CAP)
+        except (OSError, SkippedFile):
             continue
 
 

@@ -297,7 +297,7 @@ def test_a_search_during_the_background_build_stats_once_and_sees_an_edit(tmp_pa
     # Nothing changed: one stat pass for the search, not one to decide on pausing and another to refresh.
     stat_passes.clear()
     again = tool_search(ws, "handler_5", k=1)
-    assert again["hits"][0]["path"] == "pkg/mod5.py" and again["refreshed"] == 0
+    assert again["hits"][0]["path"] == "pkg/mod5.py" and again["refreshed"] == again["refreshed_in_memory"] == 0
     assert len(stat_passes) == 1 and build.is_alive()
 
     # An edit: the build stops at its next checkpoint, the search refreshes and shows it, the build starts again.
