@@ -177,9 +177,11 @@ class Tiers:
     def static_outdated(self, stored: StoredTier | None) -> bool:
         """Whether a store's static vectors (``stored``, as its store records that tier) came from an older static
         tier of this same model (the package ships a new one): derived data a writer recomputes, unlike a transformer
-        tier of another export, which is refused.
+        tier of another export, which is refused. Only a static tier this searcher chose itself (shipped or
+        distilled for its model) is codesearch's to replace; a static embedder given as an object is the caller's,
+        and another one's vectors are refused (:meth:`check`).
         """
-        if stored is None or not self.has_static or stored.name != self.model_name:
+        if stored is None or not self._distil_static or stored.name != self.model_name:
             return False
         try:
             return stored.fingerprint != self.static_embedder.fingerprint
