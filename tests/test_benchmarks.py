@@ -39,6 +39,56 @@ def tiny_requests(tmp_path: Path) -> Path:
     return root
 
 
+def test_query_profile_counts_each_stage_once_and_puts_every_original_back(tiny_requests: Path, tmp_path: Path) -> None:
+    from conftest import HashingEmbedder
+
+    from benchmarks import query_profile
+    from codesearch import CodeSearch
+    from codesearch.ranking import stages
+
+    before = (CodeSearch.search, stages.fuse)
+    out = tmp_path / "profile.json"
+    options = {"model": HashingEmbedder(name="dense"), "static": HashingEmbedder(name="dense", dim=64, salt="static")}
+    assert query_profile.main(["--repo", str(tiny_requests), "--runs", "2", "-k", "3", "--json", str(out)],
+                              searcher_options=options) == 0
+    data = json.loads(out.read_text())
+    rows = {row["stage"]: row for row in data["stages"]}
+    order = [stage for _, _, stage in query_profile.STAGES] + [query_profile.EMBEDDING]
+    assert list(rows) == [stage for stage in order if stage in rows]  # in the path's order
+    assert rows["search (rest)"]["calls"] == rows["answer (rest)"]["calls"] == rows["fusion"]["calls"] == 1
+    assert rows["bm25 scores"]["calls"] == 1 and rows["dense product"]["calls"] == 1
+    assert rows["hit building"]["calls"] == 3 and rows[query_profile.EMBEDDING]["calls"] == 1  # k hits, one query
+    assert "dense graph" not in rows  # a small index is scored exactly
+    assert data["plain"]["n"] == data["profiled"]["n"] == 2 * len(seed_requests.QUESTIONS)
+    assert (CodeSearch.search, stages.fuse) == before  # the wrappers are gone
+
+
+def test_query_profile_times_a_stage_without_what_it_calls() -> None:
+    from benchmarks.query_profile import Profiler
+
+    now = [0.0]
+
+    def clock() -> float:
+        return now[0]
+
+    profiler = Profiler(clock)
+
+    def inner() -> None:
+        now[0] += 2.0
+
+    wrapped_inner = profiler.wrap(inner, "inner")
+
+    def outer() -> None:
+        now[0] += 1.0
+        wrapped_inner()
+        wrapped_inner()
+        now[0] += 0.5
+
+    profiler.wrap(outer, "outer")()
+    assert profiler.take() == ({"outer": 1500.0, "inner": 4000.0}, {"outer": 1, "inner": 2})
+    assert profiler.take() == ({}, {})
+
+
 def test_seed_requests_runs_keyword_only(tiny_requests: Path, tmp_path: Path) -> None:
     out, md, png = tmp_path / "seed.json", tmp_path / "seed.md", tmp_path / "seed.png"
     args = ["--repo", str(tiny_requests), "--models", "", "--json", str(out), "--markdown", str(md)]
