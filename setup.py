@@ -1,6 +1,6 @@
 """Build the Cython extensions: the line chunker, and (on POSIX) the stat pass's table.
 
-Each extension is optional at run time (``codesearch.chunking`` and
+Each extension is optional at run time (``codesearch.chunking.chunks`` and
 ``codesearch.files.changes`` fall back to their pure-Python twins), so a
 compile failure only warns -- except in CI or when
 ``CODESEARCH_REQUIRE_EXTENSION=1``, where it fails the build, so a broken
@@ -53,7 +53,7 @@ def _extensions() -> list[Extension]:
             raise
         warnings.warn("codesearch: Cython is not installed; the pure-Python twins will be used", stacklevel=2)
         return []
-    extensions = [Extension("codesearch._chunker", ["codesearch/_chunker.pyx"], extra_compile_args=_optimise())]
+    extensions = [Extension("codesearch.chunking._chunker", ["codesearch/chunking/_chunker.pyx"], extra_compile_args=_optimise())]
     if os.name == "posix":  # stat(2) itself; elsewhere os.stat is the only way, so the pure twin is the fast one too
         extensions.append(Extension("codesearch.files._statpass", ["codesearch/files/_statpass.pyx"],
                                     extra_compile_args=_optimise()))

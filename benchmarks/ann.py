@@ -1,9 +1,9 @@
 """Approximate dense candidates: HNSW libraries against the exact product, and the chosen VectorSearch end to end.
 
 Usage:
-    python benchmarks/ann.py prepare --data DIR      # embed the real vectors and DEV queries (once, minutes)
-    python benchmarks/ann.py run --data DIR [--sizes 10000,90000,270000] [--sets full,static] [--json OUT]
-    python benchmarks/ann.py run --synthetic [...]   # seeded clustered vectors, no model (the smoke test)
+    python -m benchmarks.ann prepare --data DIR      # embed the real vectors and DEV queries (once, minutes)
+    python -m benchmarks.ann run --data DIR [--sizes 10000,90000,270000] [--sets full,static] [--json OUT]
+    python -m benchmarks.ann run --synthetic [...]   # seeded clustered vectors, no model (the smoke test)
 
 Data (``prepare``, with codesearch itself):
 
@@ -48,6 +48,7 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks._harness import percentile, rss_mb, script_command, script_env
 from codesearch.index.loaded import one_blas_thread
 from codesearch.index.vectors import EXACT_BELOW, TIER_PARAMS, GraphParams, VectorSearch
 from codesearch.topk import top_k
@@ -66,10 +67,8 @@ SEMBLE = Path("/work/data/semble/benchmarks")
 
 def prepare(data: Path) -> None:
     """Embed the real vectors and the DEV queries into ``data`` (``full.npy``, ``static.npy``, ``q_*.npy``)."""
+    from benchmarks.peer_data import DEV_REPOSITORIES
     from codesearch import CodeSearch
-
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from peer_data import DEV_REPOSITORIES
 
     data.mkdir(parents=True, exist_ok=True)
     for name, root, tier, array in (("static", MONOREPO / "size-90000", "static", "static_vectors"),
@@ -341,25 +340,17 @@ def timed(fn: Callable[[np.ndarray], Any], queries: np.ndarray) -> tuple[list[An
             started = time.perf_counter()
             out.append(fn(q))
             times.append((time.perf_counter() - started) * 1000)
-    return out, float(np.percentile(times, 50)), float(np.percentile(times, 95))
+    return out, percentile(times, 50), percentile(times, 95)
 
 
 def serve_probe(library: str, setting: str, path: Path, dim: int, queries: Path) -> dict[str, float]:
     """Open ms and RSS (MB) of a fresh process that opens ``path`` and runs every query."""
-    command = [sys.executable, __file__, "probe", library, setting, os.fspath(path), str(dim), os.fspath(queries)]
-    done = subprocess.run(command, capture_output=True, text=True, check=False, timeout=300)
+    command = [*script_command("ann"), "probe", library, setting, os.fspath(path), str(dim), os.fspath(queries)]
+    done = subprocess.run(command, capture_output=True, text=True, check=False, timeout=300, env=script_env())
     try:
         return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
     except (IndexError, json.JSONDecodeError):
         return {"error": done.stderr[-300:]}  # type: ignore[dict-item]
-
-
-def rss_mb() -> float:
-    with open("/proc/self/status", encoding="ascii") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 def probe(library: str, setting: str, path: str, dim: str, queries: str) -> None:

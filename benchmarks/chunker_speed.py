@@ -1,7 +1,7 @@
 """Chunk the same real source text with the Cython and the pure-Python chunker.
 
 Usage:
-    python benchmarks/chunker_speed.py [--corpus DIR] [--min-mb 50] [--repeat 3] [--json OUT]
+    python -m benchmarks.chunker_speed [--corpus DIR] [--min-mb 50] [--repeat 3] [--json OUT]
 
 The corpus defaults to this interpreter's site-packages. Files are taken by the
 library's own scanner (sorted, so the sample is reproducible) until at least
@@ -24,7 +24,7 @@ import sysconfig
 import time
 from collections.abc import Callable, Sequence
 
-from codesearch import _chunker_py
+from codesearch.chunking import _chunker_py
 from codesearch.files import scan
 
 Chunker = Callable[[str], list[tuple[int, int, str]]]
@@ -76,7 +76,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     try:
-        from codesearch import _chunker
+        from codesearch.chunking import _chunker
     except ImportError:
         print("error: the Cython chunker is not built (pip install -e . with Cython and a C compiler)", file=sys.stderr)
         return 2

@@ -1,11 +1,11 @@
 """The corpus at scale: quality parity with single indexes on DEV, ANN recall, and a 10k / 100k / 1M chunk curve.
 
 Usage:
-    python benchmarks/corpus_scale.py --semble-benchmarks SEMBLE/benchmarks --mirrors MIRRORS [--trees DIR]
+    python -m benchmarks.corpus_scale --semble-benchmarks SEMBLE/benchmarks --mirrors MIRRORS [--trees DIR]
         [--work DIR] [--single-indexes DIR] [--sizes 10k,100k,1m] [--latency-queries 100] [--json OUT]
-    python benchmarks/corpus_scale.py --refresh-only --semble-benchmarks SEMBLE/benchmarks --mirrors MIRRORS
+    python -m benchmarks.corpus_scale --refresh-only --semble-benchmarks SEMBLE/benchmarks --mirrors MIRRORS
         [--sizes 10k,100k] [--json OUT]          # the build and a refresh after 1% of files changed, alone
-    python benchmarks/corpus_scale.py --builds-only --sizes 1m --build-rounds 1 --no-ceiling [--two-first] ...
+    python -m benchmarks.corpus_scale --builds-only --sizes 1m --build-rounds 1 --no-ceiling [--two-first] ...
                                                  # a million real chunks (the trees x100) built with 1 and 2 actors
 
 What it runs (every build and refresh in a new process with its own local
@@ -54,7 +54,6 @@ JSON keys: ``quality`` (per system macro ``ndcg10`` and per repository),
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import random
@@ -67,53 +66,19 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-BENCHMARKS = Path(__file__).resolve().parent
-sys.path.insert(0, str(BENCHMARKS))
+import numpy as np
 
-import numpy as np  # noqa: E402
-from peer_data import K, Repo, export_trees, load_repos, macro, ndcg_at_10  # noqa: E402
-
-from codesearch import CodeSearch  # noqa: E402
-from codesearch.corpus import Corpus  # noqa: E402
-from codesearch.corpus.schema import CHUNKS, FILES, RepoFacts, chunk_id  # noqa: E402
+from benchmarks._harness import folder_mb, percentiles, timed
+from benchmarks.peer_data import K, Repo, export_trees, load_repos, macro, ndcg_at_10
+from codesearch import CodeSearch
+from codesearch.corpus import Corpus
+from codesearch.corpus.schema import CHUNKS, FILES, RepoFacts, chunk_id
 
 DEPTH = 100
 MISS = ("\0", 0, 0)
 
 
 # -- measuring ----------------------------------------------------------------------------
-
-
-def reset_peak() -> None:
-    """Reset this process's VmHWM (Linux: ``5`` into ``/proc/self/clear_refs``)."""
-    with contextlib.suppress(OSError):
-        Path("/proc/self/clear_refs").write_text("5")
-
-
-def peak_mb() -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return round(int(line.split()[1]) / 1024, 1)
-    return 0.0
-
-
-def percentiles(values: Sequence[float]) -> dict[str, float]:
-    ordered = sorted(values)
-    if not ordered:
-        return {"p50": 0.0, "p95": 0.0, "n": 0}
-    return {"p50": round(statistics.median(ordered), 2), "p95": round(ordered[min(len(ordered) - 1,
-                                                                                   int(0.95 * len(ordered)))], 2),
-            "n": len(ordered)}
-
-
-def timed(call: Callable[[], Any]) -> tuple[Any, float]:
-    started = time.perf_counter()
-    out = call()
-    return out, (time.perf_counter() - started) * 1000
-
-
-def du_mb(path: Path) -> float:
-    return round(sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 1e6, 1)
 
 
 def run_corpus(store: Path, command: str, paths: Sequence[str], **options: Any) -> dict[str, Any]:
@@ -208,13 +173,14 @@ def quality(repos: Sequence[Repo], corpus: Corpus, single: dict[str, CodeSearch]
 
 def keyword_parity(corpus: Corpus, queries: Sequence[str]) -> dict[str, Any]:
     """Lance's full-text index against an exact BM25 (the library's formula) over every chunk of the corpus."""
-    from codesearch.corpus.keywords import full_text, repo_bm25
+    from codesearch.corpus.keywords import full_text
+    from codesearch.keyword.arrow import fit_term_column
     from codesearch.topk import top_k
 
     ds = corpus.store.open(CHUNKS, corpus.store.manifest().versions[CHUNKS])
     table = ds.to_table(columns=["chunk_id", "keyword_text"])
     ids = np.asarray(table["chunk_id"].to_numpy())
-    bm25 = repo_bm25(table["keyword_text"])
+    bm25 = fit_term_column(table["keyword_text"])
     overlaps, same10 = [], 0
     for query in queries:
         exact = ids[top_k(bm25.score(query), DEPTH, above=0.0)].tolist()
@@ -229,7 +195,7 @@ def keyword_parity(corpus: Corpus, queries: Sequence[str]) -> dict[str, Any]:
 
 def ann_recall(corpus: Corpus, column: str, queries: np.ndarray) -> dict[str, Any]:
     """recall@100 of the vector index (as the search queries it) against exact search over the same rows."""
-    from codesearch.corpus.source import nearest_options
+    from codesearch.corpus.indexes import nearest_options
 
     ds = corpus.store.open(CHUNKS, corpus.store.manifest().versions[CHUNKS])
     where = "read = true" if column == "vector" else None
@@ -306,7 +272,7 @@ CEILING_SCRIPT = """
 import json, sys, time
 from codesearch.chunking import ChunkParams
 from codesearch.corpus.build import RepoWorker, WorkerSpec, cpu_seconds
-from codesearch.corpus.corpus import parse_paths
+from codesearch.corpus.driver import parse_paths
 from codesearch.files.walk import MAX_FILE_BYTES
 store, paths = sys.argv[1], sys.argv[2:]
 spec = WorkerSpec(model="minilm", static=None, int8=True, tier="static", chunking="definitions",
@@ -327,7 +293,7 @@ def process_ceiling(paths: Sequence[str], scratch: Path) -> dict[str, Any]:
     own ceiling, which a noisy neighbour lowers for both alike)."""
     import subprocess
 
-    from codesearch.corpus.corpus import parse_paths
+    from codesearch.corpus.driver import parse_paths
     from codesearch.files.scan import list_files
 
     roots = dict(zip(paths, (root for _, root in parse_paths(paths))))  # NAME=PATH or PATH
@@ -594,11 +560,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(json.dumps(out["quality"]["macro"], indent=1), file=sys.stderr)
         save()
         out["keywords"] = keyword_parity(corpus, [q for _, q in sample])
-        static_q = np.stack([corpus.static_embedder.embed_query(q) for _, q in sample]).astype(np.float32)
-        full_q = np.stack([corpus.embedder.embed_query(q) for _, q in sample]).astype(np.float32)
+        static_q = np.stack([corpus.tiers.static_embedder.embed_query(q) for _, q in sample]).astype(np.float32)
+        full_q = np.stack([corpus.tiers.embedder.embed_query(q) for _, q in sample]).astype(np.float32)
         size["ann"] = [ann_recall(corpus, "static_vector", static_q), ann_recall(corpus, "vector", full_q)]
         size["latency"] = latency(corpus, sample, full=True)
-        size["store_mb"] = du_mb(full_store)
+        size["store_mb"] = folder_mb(full_store)
         static10 = Corpus(args.work / "static10k-a2")
         size["refresh"] = refresh_facts(static10)
         size["chunks"] = corpus.status()["chunks"]
@@ -614,7 +580,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             size["chunks"] = big.status()["chunks"]
             size["ann"] = [ann_recall(big, "static_vector", static_q)]
             size["latency"] = latency(big, [(f"{r}-r0", q) for r, q in sample], full=False)
-            size["store_mb"] = du_mb(store)
+            size["store_mb"] = folder_mb(store)
             size["refresh"] = refresh_facts(big)
             out["sizes"]["100k"] = size
             save()
@@ -627,7 +593,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"1M replicated: {size['chunks']} chunks in {size['build']['replicated_s']} s", file=sys.stderr)
             size["ann"] = [ann_recall(huge, "static_vector", static_q), ann_recall(huge, "vector", full_q)]
             size["latency"] = latency(huge, [(f"{r}-x0", q) for r, q in sample], full=True)
-            size["store_mb"] = du_mb(args.work / "replicated1m")
+            size["store_mb"] = folder_mb(args.work / "replicated1m")
             out["sizes"]["1m"] = size
             out["notes"].append("1m: rows of the 10k transformer-tier corpus replicated 100 times (new repository "
                                 "names and chunk ids); nothing cut or embedded again, both tiers' vectors reused")
@@ -714,10 +680,10 @@ def remeasure(args: argparse.Namespace, out: dict[str, Any], save: Callable[[], 
         if size not in out["sizes"] or not (args.work / folder).exists():
             continue
         corpus = Corpus(args.work / folder)
-        static_q = np.stack([corpus.static_embedder.embed_query(q) for _, q in sample]).astype(np.float32)
+        static_q = np.stack([corpus.tiers.static_embedder.embed_query(q) for _, q in sample]).astype(np.float32)
         ann = [ann_recall(corpus, "static_vector", static_q)]
         if full:
-            full_q = np.stack([corpus.embedder.embed_query(q) for _, q in sample]).astype(np.float32)
+            full_q = np.stack([corpus.tiers.embedder.embed_query(q) for _, q in sample]).astype(np.float32)
             ann.append(ann_recall(corpus, "vector", full_q))
         out["sizes"][size]["ann"] = ann
         out["sizes"][size]["latency"] = latency(corpus, [(f"{r}{suffix}", q) for r, q in sample], full=full)

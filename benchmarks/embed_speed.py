@@ -6,7 +6,7 @@ model's maximum length, in one run. Each engine lives in its own worker process
 peak memory); the workers take turns, round after round, and the best round
 counts, which damps a noisy machine.
 
-    python benchmarks/embed_speed.py --corpus /work/corpora/requests --json out.json
+    python -m benchmarks.embed_speed --corpus /work/corpora/requests --json out.json
 
 Prints a table: seconds, tokens/s, speed-up over torch, min/mean cosine to torch,
 peak memory. The JSON holds ``chunks``, ``torch_s``, ``onnx_fp32_s``,
@@ -27,6 +27,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from benchmarks._harness import script_command, script_env
 
 ENGINES = ("torch", "onnx_fp32", "onnx_int8")
 PREPARE = "prepare"  # a worker that only makes sure both ONNX exports are in the cache
@@ -136,8 +138,7 @@ def worker(engine: str, model: str, texts_file: Path, out_dir: Path, cache_dir: 
 class _Worker:
     def __init__(self, engine: str, args: argparse.Namespace, texts_file: Path, out_dir: Path):
         command = [
-            sys.executable,
-            __file__,
+            *script_command("embed_speed"),
             "--worker",
             engine,
             "--model",
@@ -151,7 +152,7 @@ class _Worker:
             command += ["--cache-dir", args.cache_dir]
         self.engine = engine
         self.process = subprocess.Popen(
-            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=script_env()
         )
         self.info = self._read()
 
@@ -191,9 +192,9 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
         tmp_path = Path(tmp)
         texts_file = tmp_path / "texts.json"
         texts_file.write_text(json.dumps(texts), encoding="utf-8")
-        prepare = [sys.executable, __file__, "--worker", PREPARE, "--model", args.model]
+        prepare = [*script_command("embed_speed"), "--worker", PREPARE, "--model", args.model]
         subprocess.run(
-            prepare + (["--cache-dir", args.cache_dir] if args.cache_dir else []), check=True
+            prepare + (["--cache-dir", args.cache_dir] if args.cache_dir else []), check=True, env=script_env()
         )
         workers = {engine: _Worker(engine, args, texts_file, tmp_path) for engine in ENGINES}
         rounds: dict[str, list[float]] = {engine: [] for engine in ENGINES}

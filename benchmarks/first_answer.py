@@ -1,7 +1,7 @@
 """Seconds to a first answer on a repository never indexed: the codesearch and semble CLIs, side by side.
 
 Usage:
-    python benchmarks/first_answer.py --semble-benchmarks SEMBLE/benchmarks --mirrors MIRRORS
+    python -m benchmarks.first_answer --semble-benchmarks SEMBLE/benchmarks --mirrors MIRRORS
         --semble-python VENV/bin/python [--semble-model DIR] [--trees DIR] [--repos chi,gson]
         [--rounds 3] [--json OUT]
 
@@ -40,13 +40,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-BENCHMARKS = Path(__file__).resolve().parent
-sys.path.insert(0, str(BENCHMARKS))
-
-from peer_benchmark import distill_semble_model, load_models, run_semble, score_semble, table  # noqa: E402
-from peer_data import DEV_REPOSITORIES, Repo, export_trees, indexed_locations, load_repos, macro, query_ndcgs  # noqa: E402
-
-from codesearch import CodeSearch  # noqa: E402
+from benchmarks._harness import table
+from benchmarks.peer_benchmark import distill_semble_model, load_models, run_semble, score_semble
+from benchmarks.peer_data import DEV_REPOSITORIES, Repo, export_trees, indexed_locations, load_repos, macro, query_ndcgs
+from codesearch import CodeSearch
 
 
 def timed(command: Sequence[str], env: dict[str, str]) -> float:
@@ -67,7 +64,7 @@ def first_answers(repo: Repo, semble_python: str, semble_model: Path, rounds: in
         with tempfile.TemporaryDirectory(prefix="cs-first-") as scratch:
             index_dir = Path(scratch) / "index"
             env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-            ours.append(timed([sys.executable, "-m", "codesearch.cli", "search", query, str(repo.root), "--json",
+            ours.append(timed([sys.executable, "-m", "codesearch.faces.cli", "search", query, str(repo.root), "--json",
                                "--index-dir", str(index_dir)], env))
             semble_env = {**env, "SEMBLE_CACHE_LOCATION": str(Path(scratch) / "semble"),
                           "SEMBLE_MODEL_NAME": str(semble_model)}
@@ -101,7 +98,7 @@ def tier_quality(repo: Repo, index_root: Path) -> dict[str, Any]:
 def throughput(repos: Sequence[Repo], limit: int = 400) -> dict[str, dict[str, float]]:
     """Transformer chunks/s and tokens/s, fp32 and int8, over the same chunks (up to ``limit``)."""
     from codesearch.chunking import document_text
-    from codesearch.definitions import chunk_definitions
+    from codesearch.chunking.definitions import chunk_definitions
     from codesearch.embedding import Embedder
     from codesearch.files import scan
 

@@ -1,7 +1,7 @@
 """How fresh a search is, and what freshness costs a warm query: the stat pass, its floor, and watch mode.
 
 Usage:
-    python benchmarks/freshness.py [--files 10000] [--repo DIR] [--rounds 5] [--model minilm|none]
+    python -m benchmarks.freshness [--files 10000] [--repo DIR] [--rounds 5] [--model minilm|none]
         [--tier full|static] [--skip-edit] [--semble-python PY --semble-model DIR] [--json OUT]
 
 1. A generated tree of ``--files`` Python files (100 per folder), its folders
@@ -47,9 +47,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from benchmarks._harness import percentile
 from codesearch import CodeSearch
 from codesearch.files import changed_files, scan
-from codesearch.scope import kind_of
+from codesearch.files.kinds import kind_of
 
 
 def make_tree(root: Path, files: int) -> Path:
@@ -160,11 +161,6 @@ def _searcher(repo: Path, index_dir: Path, model: str | None, **options: Any) ->
     return CodeSearch(repo, model=model, index_dir=index_dir, **options)
 
 
-def _percentiles(values: Sequence[float]) -> tuple[float, float]:
-    ordered = sorted(values)
-    return statistics.median(ordered), ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
-
-
 def warm_queries(repo: Path, index_dir: Path, model: str | None, tier: str, rounds: int) -> dict[str, Any]:
     """Warm query latency, ms, three ways on one stored index: ``refresh=True`` (the stat pass before each search),
     ``refresh=False`` (no freshness at all: the floor) and ``watch=True`` (the watcher's report).
@@ -226,7 +222,7 @@ def warm_queries(repo: Path, index_dir: Path, model: str | None, tier: str, roun
                            "queries": len(QUERIES), "rounds": rounds, "refreshed": refreshed,
                            "watcher_start_s": statistics.median(started_s), "chunks": plain.info()["chunks"]}
     for name, values in timings.items():
-        out[f"{name}_p50_ms"], out[f"{name}_p95_ms"] = _percentiles(values)
+        out[f"{name}_p50_ms"], out[f"{name}_p95_ms"] = percentile(values, 50), percentile(values, 95)
     return out
 
 
@@ -251,7 +247,7 @@ def semble_warm(python: str, model: str, trees: Sequence[Path], runs: int) -> di
     out: dict[str, dict[str, float]] = {}
     for line in proc.stdout.splitlines():
         answer = json.loads(line)
-        p50, p95 = _percentiles(answer["latencies_ms"])
+        p50, p95 = percentile(answer["latencies_ms"], 50), percentile(answer["latencies_ms"], 95)
         out[answer["name"]] = {"p50_ms": p50, "p95_ms": p95, "chunks": answer["chunks"], "index_s": answer["index_s"]}
     return out
 

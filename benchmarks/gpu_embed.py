@@ -2,9 +2,9 @@
 
 Usage:
     # here, on the CPU: the chunk texts of some trees as the index embeds them, and their int8 vectors (a sample)
-    python benchmarks/gpu_embed.py prepare --trees DIR [--limit 20000] [--sample 1000] --out DIR
+    python -m benchmarks.gpu_embed prepare --trees DIR [--limit 20000] [--sample 1000] --out DIR
     # on the GPU machine: the PyTorch encoder (float16) over those texts
-    python benchmarks/gpu_embed.py measure --data DIR --model-folder MINILM_WEIGHTS [--json OUT]
+    python -m benchmarks.gpu_embed measure --data DIR --model-folder MINILM_WEIGHTS [--json OUT]
 
 ``measure`` embeds the prepared texts (four times over) with
 :class:`codesearch.embedding.torch_encoder.TorchEncoder` (MiniLM at the length the index reads, 128 tokens) after a
@@ -35,7 +35,7 @@ BGE_BATCHES = 8
 
 def prepare(trees: Path, out: Path, limit: int, sample: int) -> None:
     from codesearch.chunking import document_text
-    from codesearch.definitions import chunk_definitions
+    from codesearch.chunking.definitions import chunk_definitions
     from codesearch.embedding import Embedder
     from codesearch.files import scan
 

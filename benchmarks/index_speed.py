@@ -1,7 +1,7 @@
 """Full index time against an earlier codesearch, side by side on the DEV repositories.
 
 Usage:
-    python benchmarks/index_speed.py --semble-benchmarks SEMBLE/benchmarks --mirrors MIRRORS
+    python -m benchmarks.index_speed --semble-benchmarks SEMBLE/benchmarks --mirrors MIRRORS
         --baseline-src OLD_CHECKOUT [--trees DIR] [--repos chi,gson] [--rounds 1] [--json OUT]
 
 ``--baseline-src`` is a checkout of an earlier codesearch (for the ranking
@@ -28,11 +28,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-BENCHMARKS = Path(__file__).resolve().parent
-sys.path.insert(0, str(BENCHMARKS))
-
-from peer_benchmark import table  # noqa: E402
-from peer_data import DEV_REPOSITORIES, export_trees, load_repos  # noqa: E402
+from benchmarks._harness import table
+from benchmarks.peer_data import DEV_REPOSITORIES, export_trees, load_repos
 
 _TIMER = """
 import json, sys, time

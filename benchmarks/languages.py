@@ -1,6 +1,6 @@
 """Definition-aware chunks per language on the DEV repositories: symbol share, fallbacks, NDCG@10 gained.
 
-    python benchmarks/languages.py --semble-benchmarks SEMBLE/benchmarks --mirrors MIRRORS \\
+    python -m benchmarks.languages --semble-benchmarks SEMBLE/benchmarks --mirrors MIRRORS \\
         [--trees DIR] [--repos chi,gson] [--also DIR ...] [--ndcg --index-dir DIR] [--json OUT]
 
 Over the DEV trees of the peer benchmark, the chunker's report as
@@ -32,14 +32,10 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-BENCHMARKS = Path(__file__).resolve().parent
-sys.path.insert(0, str(BENCHMARKS))
-
-from peer_benchmark import table  # noqa: E402
-from peer_data import DEV_REPOSITORIES, Repo, export_trees, indexed_locations, load_repos, query_ndcgs  # noqa: E402
-
-from codesearch import CodeSearch  # noqa: E402
-from codesearch.stats import repo_stats  # noqa: E402
+from benchmarks._harness import table
+from benchmarks.peer_data import DEV_REPOSITORIES, Repo, export_trees, indexed_locations, load_repos, query_ndcgs
+from codesearch import CodeSearch
+from codesearch.stats import repo_stats
 
 
 def language_reports(roots: dict[str, Path]) -> dict[str, dict[str, Any]]:

@@ -1,7 +1,7 @@
 """The MCP server under load: concurrent client sessions over stdio, mixed tools and bad calls; p50 and p99 per tool.
 
 Usage:
-    python benchmarks/mcp_load.py [--repo DIR] [--files 200] [--clients 8] [--calls 40] [--timeout 300] [--json OUT]
+    python -m benchmarks.mcp_load [--repo DIR] [--files 200] [--clients 8] [--calls 40] [--timeout 300] [--json OUT]
 
 Each client is a session of the official SDK's stdio client with its own ``codesearch mcp`` process (a stdio
 server answers one session), all reading one keyword index built first (``--index-dir ... --read-only``, as agents
@@ -33,6 +33,8 @@ from typing import Any
 
 import anyio
 import numpy as np
+
+from benchmarks._harness import percentile
 
 CALLS: list[tuple[str, dict[str, Any], bool]] = [  # (tool, arguments, whether a tool error is the right answer)
     ("search", {"query": "handle the request value", "mode": "bm25", "k": 5}, False),
@@ -108,7 +110,7 @@ def run_load(repo: Path, index_dir: Path, *, clients: int = 8, calls: int = 40, 
              logs: Path | None = None, env: dict[str, str] | None = None) -> dict[str, Any]:
     """``clients`` concurrent sessions of ``calls`` calls each against ``codesearch mcp repo`` reading the keyword
     index at ``index_dir`` (read-only); the figures of the module's JSON."""
-    argv = ["-m", "codesearch.cli", "mcp", str(repo), "--model", "none", "--index-dir", str(index_dir), "--read-only"]
+    argv = ["-m", "codesearch.faces.cli", "mcp", str(repo), "--model", "none", "--index-dir", str(index_dir), "--read-only"]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})}
     with tempfile.TemporaryDirectory(prefix="cs-mcp-load-") as scratch:
         began = time.perf_counter()
@@ -121,7 +123,7 @@ def run_load(repo: Path, index_dir: Path, *, clients: int = 8, calls: int = 40, 
     def percentiles(values: list[float]) -> tuple[float | None, float | None]:
         if not values:
             return None, None
-        return round(float(np.percentile(values, 50)), 2), round(float(np.percentile(values, 99)), 2)
+        return round(percentile(values, 50), 2), round(percentile(values, 99), 2)
 
     per_tool = {}
     for tool in dict.fromkeys(tool for tool, _, _ in CALLS):

@@ -1,10 +1,10 @@
 """Embedding models side by side on DEV under the 2-fold protocol: which model is the default.
 
 Usage:
-    python benchmarks/models.py --semble-benchmarks SEMBLE/benchmarks --mirrors MIRRORS --trees DIR
+    python -m benchmarks.models --semble-benchmarks SEMBLE/benchmarks --mirrors MIRRORS --trees DIR
         --index-dir DIR --models minilm,code-minilm,/path/to/folder,minilm@/path/to/static [--repos ...]
         [--no-static | --static-only] [--questions --corpora DIR --requests DIR] [--json OUT]
-    python benchmarks/models.py combine A.json B.json ...   # several runs' models as one table and protocol
+    python -m benchmarks.models combine A.json B.json ...   # several runs' models as one table and protocol
 
 ``MODEL@FOLDER`` runs MODEL with the static tier saved in FOLDER (a fitted one, see
 ``codesearch.training.static_fit``) instead of the model's model2vec distillation.
@@ -34,11 +34,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-BENCHMARKS = Path(__file__).resolve().parent
-sys.path.insert(0, str(BENCHMARKS))
-
-import peer_benchmark as pb  # noqa: E402
-from peer_data import (  # noqa: E402
+from benchmarks import peer_benchmark as pb
+from benchmarks.peer_data import (
     DEV_FOLDS,
     DEV_REPOSITORIES,
     category_means,
@@ -48,8 +45,7 @@ from peer_data import (  # noqa: E402
     macro,
     two_fold,
 )
-
-from codesearch.ranking import DEFAULT  # noqa: E402
+from codesearch.ranking import DEFAULT
 
 
 def _label(model: str) -> str:

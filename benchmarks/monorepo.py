@@ -1,8 +1,8 @@
 """codesearch and semble on one large tree at growing sizes (~10k to ~270k chunks), in one run per size.
 
 Usage:
-    python benchmarks/monorepo.py prepare --dest DATA [--mirrors /work/.mirror] [--sizes 10000,30000,90000,270000]
-    python benchmarks/monorepo.py run --data DATA --sizes 10000 --semble-python VENV/bin/python
+    python -m benchmarks.monorepo prepare --dest DATA [--mirrors /work/.mirror] [--sizes 10000,30000,90000,270000]
+    python -m benchmarks.monorepo run --data DATA --sizes 10000 --semble-python VENV/bin/python
         [--semble-model DIR] [--transformer/--no-transformer] [--max-transformer-chunks N]
         [--rounds 3] [--latency-runs 3] [--json OUT] [--plot OUT.png]
 
@@ -80,6 +80,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from benchmarks._harness import (
+    folder_bytes,
+    median_ms,
+    percentile,
+    proc_status,
+    script_command,
+    script_env,
+    table,
+)
 
 BENCHMARKS = Path(__file__).resolve().parent
 
@@ -169,7 +179,7 @@ def _feed(stdin: Any, shas: Sequence[str]) -> None:
 
 def _cut_file():  # type: ignore[no-untyped-def]
     """codesearch's definition chunker (the one its index and ``codesearch stats`` use)."""
-    from codesearch.definitions import cut_file
+    from codesearch.chunking.definitions import cut_file
 
     return cut_file
 
@@ -444,11 +454,6 @@ class _Reader(threading.Thread):
         return b"".join(self.parts).decode(errors="replace")
 
 
-def folder_bytes(folder: Path) -> int:
-    """Bytes of every file under ``folder`` (their sizes, not blocks)."""
-    return sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(folder) for f in files)
-
-
 def read_tree(root: Path) -> int:
     """Read every file under ``root`` once, so that neither side's timing pays cold disk reads; bytes read."""
     total = 0
@@ -461,16 +466,6 @@ def read_tree(root: Path) -> int:
             except OSError:
                 pass
     return total
-
-
-def _percentile(values: Sequence[float], q: float) -> float:
-    ordered = sorted(values)
-    if not ordered:
-        return float("nan")
-    rank = q / 100 * (len(ordered) - 1)
-    low = int(rank)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
 
 
 # -- the two systems ---------------------------------------------------------------------------
@@ -500,7 +495,7 @@ class CodesearchSide:
         self.model = model
         self.models = models
         script = Path(sys.executable).with_name("codesearch")
-        self.cli = [str(script)] if script.is_file() else [sys.executable, "-m", "codesearch.cli"]
+        self.cli = [str(script)] if script.is_file() else [sys.executable, "-m", "codesearch.faces.cli"]
 
     def _env(self, cache: Path) -> dict[str, str]:
         cache.mkdir(parents=True, exist_ok=True)
@@ -553,7 +548,7 @@ class CodesearchSide:
         """A new process opens the stored index, answers warm queries and reports (see :func:`serve_codesearch`)."""
         job = {"root": str(root), "index_dir": str(self.index_dir(cache)), "model": self.model, "queries": list(queries),
                "latency_runs": runs, "watch": watch}
-        run = measure([sys.executable, str(Path(__file__).resolve()), "_serve"], self._env(cache),
+        run = measure([*script_command("monorepo"), "_serve"], script_env(self._env(cache)),
                       input_text=json.dumps(job))
         return {**json.loads(run.stdout.strip().splitlines()[-1]), "index_bytes": folder_bytes(self.index_dir(cache))}
 
@@ -586,25 +581,6 @@ class SembleSide:
         return json.loads(run.stdout.strip().splitlines()[-1])
 
 
-def _proc_status() -> dict[str, int]:
-    out = {}
-    with open("/proc/self/status", encoding="ascii") as status:
-        for line in status:
-            key, _, value = line.partition(":")
-            if key in ("VmRSS", "VmHWM"):
-                out[key] = int(value.split()[0]) * 1024
-    return {"rss": out["VmRSS"], "peak_rss": out["VmHWM"]}
-
-
-def _median_ms(call: Any, repeat: int) -> float:
-    timings = []
-    for _ in range(repeat):
-        started = time.perf_counter()
-        call()
-        timings.append((time.perf_counter() - started) * 1000)
-    return statistics.median(timings)
-
-
 def serve_codesearch(job: dict[str, Any]) -> dict[str, Any]:
     """The serving process: open the stored index, answer warm queries, time the stat pass against ``os.stat``.
 
@@ -628,11 +604,11 @@ def serve_codesearch(job: dict[str, Any]) -> dict[str, Any]:
     t0 = time.perf_counter()
     cs.search(queries[0], k=TOP_K, mode="bm25", refresh=False)
     first = time.perf_counter() - t0
-    out["open_s"] = first - _median_ms(lambda: cs.search(queries[0], k=TOP_K, mode="bm25", refresh=False), 5) / 1000
+    out["open_s"] = first - median_ms(lambda: cs.search(queries[0], k=TOP_K, mode="bm25", refresh=False), 5) / 1000
     t0 = time.perf_counter()
     cs.search(queries[1], k=TOP_K, mode=mode, refresh=False)
     first = time.perf_counter() - t0
-    out["model_load_s"] = first - _median_ms(lambda: cs.search(queries[1], k=TOP_K, mode=mode, refresh=False), 5) / 1000
+    out["model_load_s"] = first - median_ms(lambda: cs.search(queries[1], k=TOP_K, mode=mode, refresh=False), 5) / 1000
     for query in queries:  # one warm-up pass
         cs.search(query, k=TOP_K, mode=mode, refresh=False)
     out["tier"] = cs.last_search.tier if cs.last_search else None
@@ -647,14 +623,14 @@ def serve_codesearch(job: dict[str, Any]) -> dict[str, Any]:
                     cs.search(query, k=TOP_K, mode=mode, refresh=name == "refresh")
                 values.append((time.perf_counter() - t0) * 1000)
     out["timings_ms"] = timings
-    out.update(_proc_status())
+    out.update(proc_status())
     out["chunks"] = cs.info()["chunks"]
     if not job["watch"]:
-        out.update(stat_pass_against_floor(cs))
+        out.update(served_stat_pass(cs))
     return out
 
 
-def stat_pass_against_floor(cs: Any, rounds: int = 7) -> dict[str, Any]:
+def served_stat_pass(cs: Any, rounds: int = 7) -> dict[str, Any]:
     """codesearch's stat pass (``cs.changes()``, nothing changed) against a bare ``os.stat`` loop over the index's
     files, alternating; medians in ms. ``stat_floor_dirs_ms`` also stats the folders the pass checks."""
     manifest = cs.store.read_manifest()
@@ -685,12 +661,9 @@ def stat_pass_against_floor(cs: Any, rounds: int = 7) -> dict[str, Any]:
 # -- one size, both systems --------------------------------------------------------------------
 
 
-def _median(values: Sequence[float]) -> float:
-    return statistics.median(values)
-
-
-def _quantiles(timings: Sequence[float]) -> tuple[float, float]:
-    return _percentile(timings, 50), _percentile(timings, 95)
+def quantiles(timings: Sequence[float]) -> tuple[float, float]:
+    """The median and the 95th percentile of ``timings``."""
+    return percentile(timings, 50), percentile(timings, 95)
 
 
 def run_size(root: Path, cs: CodesearchSide, semble: Any, scratch: Path, *, rounds: int, runs: int,
@@ -729,8 +702,8 @@ def run_size(root: Path, cs: CodesearchSide, semble: Any, scratch: Path, *, roun
 
     print("  serving: codesearch ...", file=sys.stderr)
     served = cs.serve(root, caches[cs.name], queries, runs)
-    p50, p95 = _quantiles(served["timings_ms"]["refresh"])
-    p50_plain, p95_plain = _quantiles(served["timings_ms"]["norefresh"])
+    p50, p95 = quantiles(served["timings_ms"]["refresh"])
+    p50_plain, p95_plain = quantiles(served["timings_ms"]["norefresh"])
     ours.update(chunks=served["chunks"], tier=served["tier"], import_s=served["import_s"],
                 construct_s=served["construct_s"], open_s=served["open_s"], model_load_s=served["model_load_s"],
                 query_p50_ms=p50, query_p95_ms=p95, query_norefresh_p50_ms=p50_plain, query_norefresh_p95_ms=p95_plain,
@@ -741,7 +714,7 @@ def run_size(root: Path, cs: CodesearchSide, semble: Any, scratch: Path, *, roun
     if cs.supports_watch():
         print("  serving: codesearch watch=True ...", file=sys.stderr)
         watched = cs.serve(root, caches[cs.name], queries, runs, watch=True)
-        p50, p95 = _quantiles(watched["timings_ms"]["watch"])
+        p50, p95 = quantiles(watched["timings_ms"]["watch"])
         ours.update(query_watch_p50_ms=p50, query_watch_p95_ms=p95, watch_serving_rss=watched["rss"])
     else:
         ours.update(query_watch_p50_ms=None, query_watch_p95_ms=None, watch_serving_rss=None)
@@ -750,7 +723,7 @@ def run_size(root: Path, cs: CodesearchSide, semble: Any, scratch: Path, *, roun
     print("  serving: semble ...", file=sys.stderr)
     theirs: dict[str, Any] = _first_answer_metrics(firsts[semble.name])
     sserved = semble.serve(root, caches[semble.name], queries, runs)
-    p50, p95 = _quantiles(sserved["timings_ms"])
+    p50, p95 = quantiles(sserved["timings_ms"])
     theirs.update(chunks=sserved["chunks"], transformer_s=None, transformer_cpu_s=None, transformer_peak_rss=None,
                   transformer_tree_peak_rss=None,
                   import_s=sserved["import_s"], open_s=sserved["open_s"], model_load_s=sserved["model_load_s"],
@@ -766,12 +739,12 @@ def run_size(root: Path, cs: CodesearchSide, semble: Any, scratch: Path, *, roun
 
 
 def _first_answer_metrics(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    return {"first_answer_s": _median([r["seconds"] for r in runs]),
+    return {"first_answer_s": statistics.median([r["seconds"] for r in runs]),
             "first_answer_rounds_s": [r["seconds"] for r in runs],
-            "first_answer_printed_s": _median([r["output_s"] for r in runs]),
-            "first_answer_cpu_s": _median([r["cpu_s"] for r in runs]),
-            "first_answer_peak_rss": int(_median([r["peak_rss"] for r in runs])),
-            "first_answer_tree_peak_rss": int(_median([r["tree_peak_rss"] for r in runs])),
+            "first_answer_printed_s": statistics.median([r["output_s"] for r in runs]),
+            "first_answer_cpu_s": statistics.median([r["cpu_s"] for r in runs]),
+            "first_answer_peak_rss": int(statistics.median([r["peak_rss"] for r in runs])),
+            "first_answer_tree_peak_rss": int(statistics.median([r["tree_peak_rss"] for r in runs])),
             "first_answer_hits": runs[-1]["hits"]}
 
 
@@ -801,13 +774,6 @@ def per_chunk(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
 
 
 # -- reporting ---------------------------------------------------------------------------------
-
-
-def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    cells = [[str(c) for c in row] for row in rows]
-    widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h) for i, h in enumerate(headers)]
-    line = lambda row: "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths)))  # noqa: E731
-    return "\n".join([line(headers), line(["-" * w for w in widths]), *map(line, cells)])
 
 
 def _fmt(value: Any, unit: str) -> str:
@@ -944,7 +910,7 @@ def run(args: argparse.Namespace, semble: Any | None = None) -> dict[str, Any]:
             raise SystemExit("error: --semble-python is required (semble's virtual environment)")
         model = args.semble_model or data / "semble-static-minilm"
         if not (model / "config.json").is_file():
-            from peer_benchmark import distill_semble_model
+            from benchmarks.peer_benchmark import distill_semble_model
 
             distill_semble_model(args.semble_python, model)
         semble = SembleSide(args.semble_python, model)
@@ -1028,7 +994,6 @@ def main(argv: Sequence[str] | None = None, *, semble: Any | None = None) -> int
         print(f"\ntotal {sum(f['chunks'] for f in out['repositories'].values()):,} chunks\n")
         print(composition_table(out))
         return 0
-    sys.path.insert(0, str(BENCHMARKS))
     run(args, semble)
     return 0
 

@@ -1,7 +1,7 @@
 """Symbol navigation, token budgets and the shared index, measured on the DEV repositories of semble's benchmark.
 
 Usage:
-    python benchmarks/navigation.py --semble-benchmarks DIR [--mirrors DIR] [--trees DIR] [--repos a,b]
+    python -m benchmarks.navigation --semble-benchmarks DIR [--mirrors DIR] [--trees DIR] [--repos a,b]
         [--index-dir DIR] [--references gson,libuv] [--identifiers 50] [--shared REPO] [--json OUT]
 
 1. ``definitions``: :meth:`CodeSearch.definitions` on every query of the DEV
@@ -51,25 +51,24 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from peer_data import DEV_REPOSITORIES, Repo, export_trees, load_repos, ndcg_at_10_all_targets
-
+from benchmarks._harness import percentile
+from benchmarks.peer_data import DEV_REPOSITORIES, Repo, export_trees, load_repos, ndcg_at_10_all_targets
 from codesearch import CodeSearch
-from codesearch.answers import estimate_tokens, fit_to_budget, hits_data, pretty_json, symbol_answer
+from codesearch.chunking.symbols import definition_names
+from codesearch.faces.answers import estimate_tokens, fit_to_budget, hits_data, pretty_json, symbol_answer
 from codesearch.index.columns import ChunkColumns
-from codesearch.ranking.facts import definition_names
 
 BUDGETS = (500, 2000, 8000)
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w{2,}")
 
 
+def p50(values: Sequence[float]) -> float:
+    """The median of ``values`` to 0.001 (NaN for none)."""
+    return round(percentile(values, 50), 3) if values else float("nan")
+
+
 def _ms(seconds: float) -> float:
     return round(seconds * 1000, 3)
-
-
-def _p50(values: Sequence[float]) -> float:
-    return round(statistics.median(values), 3) if values else float("nan")
 
 
 def locate_trees(repos: list[Repo], trees: Path, mirrors: Path | None) -> None:
@@ -116,7 +115,7 @@ def measure_definitions(searchers: dict[str, CodeSearch], repos: list[Repo]) -> 
     rank1, table_only = sum(r["rank1"] for r in rows), sum(r["rank1_symbol_table"] for r in rows)
     return {"queries": total, "rank1": rank1, "rank1_share": round(rank1 / total, 4) if total else None,
             "rank1_symbol_table": table_only, "rank1_symbol_table_share": round(table_only / total, 4) if total else None,
-            "p50_ms": _p50(timings), "max_ms": max(timings, default=None), "per_repo": rows, "misses": misses}
+            "p50_ms": p50(timings), "max_ms": max(timings, default=None), "per_repo": rows, "misses": misses}
 
 
 def _grep_w(root: Path, files: list[str], name: str) -> set[tuple[str, int]]:
@@ -164,11 +163,11 @@ def measure_references(searchers: dict[str, CodeSearch], names: Sequence[str], i
     return {"identifiers": len(timings), "repos": list(names), "grep_lines": grep_lines,
             "found_lines": ours_lines, "recall": round(common / grep_lines, 4) if grep_lines else None,
             "precision": round(common / ours_lines, 4) if ours_lines else None, "identical": exact,
-            "p50_ms": _p50(timings), "max_ms": max(timings, default=None), "differences": rows[:20]}
+            "p50_ms": p50(timings), "max_ms": max(timings, default=None), "differences": rows[:20]}
 
 
 def measure_budget(searchers: dict[str, CodeSearch], repos: list[Repo]) -> dict[str, Any]:
-    from codesearch.mcp_server import sdk_text
+    from codesearch.faces.mcp_server import sdk_text
 
     over = answers = 0
     ndcg: dict[str, list[float]] = {"full": [], "compact": [], **{f"compact@{b}": [] for b in BUDGETS}}

@@ -1,7 +1,7 @@
 """codesearch against semble on semble's public benchmark (the DEV repositories), in one run.
 
 Usage:
-    python benchmarks/peer_benchmark.py --semble-benchmarks SEMBLE/benchmarks --mirrors MIRRORS
+    python -m benchmarks.peer_benchmark --semble-benchmarks SEMBLE/benchmarks --mirrors MIRRORS
         --semble-python VENV/bin/python [--semble-model DIR] [--trees DIR] [--repos chi,gson]
         [--index-dir DIR] [--fp32] [--embed-tests] [--model MODEL[@STATIC] ...]
         [--questions --corpora DIR --requests DIR]
@@ -94,10 +94,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-BENCHMARKS = Path(__file__).resolve().parent
-sys.path.insert(0, str(BENCHMARKS))
-
-from peer_data import (  # noqa: E402
+from benchmarks._harness import table
+from benchmarks.peer_data import (
     DEV_FOLDS,
     DEV_REPOSITORIES,
     SIZE_BUCKETS,
@@ -116,9 +114,10 @@ from peer_data import (  # noqa: E402
     size_bucket,
     two_fold,
 )
+from codesearch import CodeSearch
+from codesearch.ranking import ARTICLE, DEFAULT, STAGES, Ranking
 
-from codesearch import CodeSearch  # noqa: E402
-from codesearch.ranking import ARTICLE, DEFAULT, STAGES, Ranking  # noqa: E402
+BENCHMARKS = Path(__file__).resolve().parent
 
 LATENCY_RUNS = 5
 TOP_K = 10
@@ -290,7 +289,7 @@ def run_static(repo: Repo, index_root: Path, options: Mapping[str, Any] | None =
 def run_questions(corpora: Path, requests: Path | None, index_root: Path, config: str = "int8",
                   options: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The 62 held-out questions and the requests seed questions, with the library default (or an index ablation)."""
-    import quality as q
+    from benchmarks import quality as q
 
     folders, heldout = q.load_heldout(BENCHMARKS / "data" / "questions.json")
     tag = "" if config == "int8" else _folder_tag(config)
@@ -308,13 +307,6 @@ def run_questions(corpora: Path, requests: Path | None, index_root: Path, config
 
 
 # -- reporting ----------------------------------------------------------------------
-
-
-def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    cells = [[str(c) for c in row] for row in rows]
-    widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h) for i, h in enumerate(headers)]
-    line = lambda row: "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths)))  # noqa: E731
-    return "\n".join([line(headers), line(["-" * w for w in widths]), *map(line, cells)])
 
 
 def _f(value: float | None, digits: int = 3) -> str:

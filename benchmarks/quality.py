@@ -1,7 +1,7 @@
 """Ranking quality: the published configuration and the library default, side by side.
 
 Usage:
-    python benchmarks/quality.py [--questions benchmarks/data/questions.json]
+    python -m benchmarks.quality [--questions benchmarks/data/questions.json]
         [--corpora DIR] [--requests PATH] [--models minilm] [--json OUT]
 
 Two question sets:
@@ -42,13 +42,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmarks.seed_requests import QUESTIONS as SEED_QUESTIONS
+from benchmarks.seed_requests import definition_pattern
 from codesearch import CodeSearch, Hit
 from codesearch.exceptions import CodeSearchError
 
 BENCHMARKS = Path(__file__).resolve().parent
-sys.path.insert(0, str(BENCHMARKS))
-from seed_requests import QUESTIONS as SEED_QUESTIONS  # noqa: E402
-from seed_requests import definition_pattern  # noqa: E402
 
 CONFIGS: dict[str, dict[str, Any]] = {
     "article": {"chunking": "lines", "ranking": "article"},
@@ -220,7 +219,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     missing = [f for f in folders.values() if not (args.corpora / f).is_dir()]
     if missing:
         print(f"error: corpora missing under {args.corpora}: {', '.join(missing)}; run "
-              f"python benchmarks/data/fetch_corpora.py --dest {args.corpora}", file=sys.stderr)
+              f"python -m benchmarks.data.fetch_corpora --dest {args.corpora}", file=sys.stderr)
         return 2
     sets: dict[str, tuple[Path, list[Question]]] = {
         name: (args.corpora / folder, [q for q in heldout if q.corpus == name]) for name, folder in folders.items()

@@ -3,9 +3,9 @@
 A refactor keeps behaviour when this prints the same hits and scores before and
 after it. Usage:
 
-    python benchmarks/rankings.py dump --semble-benchmarks SEMBLE/benchmarks --mirrors MIRRORS \
+    python -m benchmarks.rankings dump --semble-benchmarks SEMBLE/benchmarks --mirrors MIRRORS \
         [--trees DIR] [--corpora S] [--requests R] [--index-dir DIR] [--reuse] [--tiers full,static] --json OUT
-    python benchmarks/rankings.py compare BEFORE.json AFTER.json [--tolerance 1e-9]
+    python -m benchmarks.rankings compare BEFORE.json AFTER.json [--tolerance 1e-9]
 
 ``dump`` builds (or with ``--reuse`` opens) a full index and a static-tier index
 of every DEV repository, held-out corpus and the requests tree, and records for
@@ -29,14 +29,13 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from benchmarks.peer_data import export_trees, load_repos
+from codesearch import CodeSearch
+from codesearch.index.columns import stored_records
+
 BENCHMARKS = Path(__file__).resolve().parent
-sys.path.insert(0, str(BENCHMARKS))
-
-import numpy as np  # noqa: E402
-from peer_data import export_trees, load_repos  # noqa: E402
-
-from codesearch import CodeSearch  # noqa: E402
-from codesearch.index.columns import stored_records  # noqa: E402
 
 RUNS: tuple[tuple[str, str, str], ...] = (
     # (name in the file, tier of the index, search mode)
@@ -57,13 +56,13 @@ def corpora(args: argparse.Namespace) -> Iterator[tuple[str, Path, list[str]]]:
             assert repo.root is not None
             yield f"dev/{repo.name}", repo.root, [t.query for t in repo.tasks]
     if args.corpora is not None:
-        import quality
+        from benchmarks import quality
 
         folders, questions = quality.load_heldout(BENCHMARKS / "data" / "questions.json")
         for corpus, folder in folders.items():
             yield f"heldout/{corpus}", args.corpora / folder, [q.query for q in questions if q.corpus == corpus]
     if args.requests is not None:
-        import quality
+        from benchmarks import quality
 
         yield "requests", args.requests, [q.query for q in quality.seed_questions(args.requests)]
 

@@ -1,7 +1,7 @@
 """Reproduce the published psf/requests v2.32.3 measurement, side by side with its numbers.
 
 Usage:
-    python benchmarks/seed_requests.py --repo PATH [--models minilm,bge-small,bge-m3]
+    python -m benchmarks.seed_requests --repo PATH [--models minilm,bge-small,bge-m3]
         [--mode best|article] [--int8] [--json OUT] [--markdown OUT] [--plot OUT.png]
 
 PATH is a checkout of psf/requests at tag v2.32.3. When PATH does not exist and
@@ -36,18 +36,19 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from codesearch.chunking import split_lines
+from benchmarks._harness import PeakMemory
+from benchmarks._harness import table as harness_table
+from codesearch.chunking import document_text, split_lines
 from codesearch.exceptions import CodeSearchError
 from codesearch.files import scan
 from codesearch.index.columns import stored_records
-from codesearch.search import CodeSearch, document_text
+from codesearch.search import CodeSearch
 from codesearch.stats import repo_stats
 
 CLONE_URL = "https://github.com/psf/requests"
@@ -161,37 +162,6 @@ def corpus_table(repo: Path) -> dict[str, Any]:
 
 
 # -- models ----------------------------------------------------------------------
-
-
-class PeakMemory:
-    """Peak resident memory of this process above a baseline, sampled every 20 ms."""
-
-    def __init__(self) -> None:
-        import psutil
-
-        self._process = psutil.Process()
-        self.baseline = self._process.memory_info().rss
-        self.peak = self.baseline
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._sample, daemon=True)
-
-    def _sample(self) -> None:
-        while not self._stop.is_set():
-            self.peak = max(self.peak, self._process.memory_info().rss)
-            self._stop.wait(0.02)
-
-    def __enter__(self) -> PeakMemory:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-        self.peak = max(self.peak, self._process.memory_info().rss)
-
-    @property
-    def mb(self) -> float:
-        return (self.peak - self.baseline) / 1e6
 
 
 def load_embedder(name: str, int8: bool) -> Any:
@@ -331,12 +301,8 @@ def _cell(value: Any) -> str:
 
 
 def table(title: str, header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    cells = [[_cell(v) for v in row] for row in rows]
-    widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h) for i, h in enumerate(header)]
-    lines = [title, "  ".join(h.ljust(w) for h, w in zip(header, widths)),
-             "  ".join("-" * w for w in widths)]
-    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in cells]
-    return "\n".join(lines)
+    """A titled table of the report's cells (:func:`benchmarks._harness.table`)."""
+    return harness_table(header, [[_cell(v) for v in row] for row in rows], title=title)
 
 
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:

@@ -3,9 +3,10 @@
 semble 0.7 needs ``huggingface-hub>=1.0`` and codesearch's export extra needs
 ``<1.0``, so ``peer_benchmark.py`` runs this script with semble's python
 (``--semble-python``) and talks to it through JSON: a job on stdin, one JSON
-object per repository on stdout. It imports only the standard library and
-semble, and ranks nothing itself: the caller scores the returned locations with
-the same metric it uses for codesearch.
+object per repository on stdout. It imports only the standard library,
+semble, and its own folder's ``_harness.py`` (memory and folder sizes), and
+ranks nothing itself: the caller scores the returned locations with the same
+metric it uses for codesearch.
 
 Job::
 
@@ -41,20 +42,7 @@ import sys
 import tempfile
 import time
 
-
-def proc_status() -> dict[str, int]:
-    """This process's resident and peak resident memory in bytes (``VmRSS``, ``VmHWM`` of ``/proc/self/status``)."""
-    out = {}
-    with open("/proc/self/status", encoding="ascii") as status:
-        for line in status:
-            key, _, value = line.partition(":")
-            if key in ("VmRSS", "VmHWM"):
-                out[key] = int(value.split()[0]) * 1024
-    return {"rss": out["VmRSS"], "peak_rss": out["VmHWM"]}
-
-
-def folder_bytes(folder: str) -> int:
-    return sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(folder) for f in files)
+from _harness import folder_bytes, proc_status  # this script's folder is first on sys.path (it runs by its path)
 
 
 def serve(job: dict) -> dict:

@@ -1,7 +1,7 @@
 """`codesearch serve` under load on loopback, and its warm API latency beside the library call's.
 
 Usage:
-    python benchmarks/serve_load.py [--repo DIR] [--model minilm|none] [--clients 16] [--seconds 60]
+    python -m benchmarks.serve_load [--repo DIR] [--model minilm|none] [--clients 16] [--seconds 60]
         [--rounds 20] [--index-dir DIR] [--json OUT]
 
 DIR defaults to ``$CODESEARCH_REQUESTS_CORPUS`` (psf/requests v2.32.3); it is
@@ -15,7 +15,7 @@ default) and, in this process:
    answered by the library (``CodeSearch.search`` on the same index, read-only
    and watched as the server's) and by ``GET /api/search`` on a kept-alive
    connection, one after the other. Each API answer is checked against the
-   library's answer for the same query (``codesearch.answers.search_answer``);
+   library's answer for the same query (``codesearch.faces.answers.search_answer``);
    ``api_minus_library_p50_ms`` is the goal's figure (within 2 ms).
 2. **Load**: ``--clients`` threads, each on its own kept-alive connection,
    send the queries round robin for ``--seconds``; every answer must be a 200
@@ -47,8 +47,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 
 def quantile(values: Sequence[float], q: float) -> float:
     """The ``q`` quantile (0..1) of ``values`` by the nearest rank."""
@@ -62,7 +60,7 @@ def start_server(args: Sequence[str], timeout: float = 120.0) -> tuple[subproces
     Raises:
         RuntimeError: it exited or said nothing within ``timeout`` seconds (with what it printed).
     """
-    process = subprocess.Popen([sys.executable, "-m", "codesearch.cli", "serve", *args, "--port", "0"],
+    process = subprocess.Popen([sys.executable, "-m", "codesearch.faces.cli", "serve", *args, "--port", "0"],
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     assert process.stderr is not None
     said: list[str] = []
@@ -171,7 +169,7 @@ def side_by_side(base: str, repo: Path, model: str | None, queries: Sequence[str
                  index_dir: Path | None = None) -> dict[str, Any]:
     """Warm library and API latencies of the same queries, alternating, and whether their answers agree."""
     from codesearch import CodeSearch
-    from codesearch.answers import search_answer
+    from codesearch.faces.answers import search_answer
 
     searcher = CodeSearch(repo, model=model, read_only=True, watch=True, index_dir=index_dir)
     client = Client(base)
@@ -213,8 +211,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.repo is None or not args.repo.is_dir():
         parser.error("give --repo DIR or set CODESEARCH_REQUESTS_CORPUS")
-    from seed_requests import QUESTIONS
-
+    from benchmarks.seed_requests import QUESTIONS
     from codesearch import CodeSearch
 
     model = None if args.model == "none" else args.model

@@ -1,7 +1,7 @@
 """Ranking variants on stored DEV indexes, chosen by the 2-fold protocol: choose on one half, report on the other.
 
 Usage:
-    python benchmarks/tune.py --semble-benchmarks SEMBLE/benchmarks --mirrors MIRRORS --index-dir DIR
+    python -m benchmarks.tune --semble-benchmarks SEMBLE/benchmarks --mirrors MIRRORS --index-dir DIR
         [--trees DIR] [--repos chi,gson] [--variants default,coherence_boost=0.3] [--metric ndcg10]
         [--questions --corpora DIR --requests DIR [--heldout QUESTIONS.json]] [--json OUT]
 
@@ -48,12 +48,9 @@ from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
-BENCHMARKS = Path(__file__).resolve().parent
-sys.path.insert(0, str(BENCHMARKS))
-
-import quality as q  # noqa: E402
-from peer_benchmark import table  # noqa: E402
-from peer_data import (  # noqa: E402
+from benchmarks import quality as q
+from benchmarks._harness import table
+from benchmarks.peer_data import (
     DEV_FOLDS,
     DEV_REPOSITORIES,
     MIN_GAIN,
@@ -67,11 +64,12 @@ from peer_data import (  # noqa: E402
     query_scores,
     two_fold,
 )
+from codesearch import CodeSearch
+from codesearch.files.kinds import CONFIG, DOC
+from codesearch.ranking import DEFAULT, Ranking
+from codesearch.ranking.paths import DECLARATION
 
-from codesearch import CodeSearch  # noqa: E402
-from codesearch.ranking import DEFAULT, Ranking  # noqa: E402
-from codesearch.ranking.facts import DECLARATION  # noqa: E402
-from codesearch.scope import CONFIG, DOC  # noqa: E402
+BENCHMARKS = Path(__file__).resolve().parent
 
 
 def _variants() -> dict[str, Ranking]:

@@ -27,6 +27,7 @@ from typing import Any
 
 import platformdirs
 
+from codesearch._lock import FileLock, LockHeld
 from codesearch.exceptions import ExportError
 from codesearch.jsonfiles import read_json
 
@@ -113,20 +114,18 @@ def folder_lock(target: Path, progress: bool) -> Iterator[None]:
     Raises:
         ExportError: another process has held it for over an hour.
     """
-    from filelock import FileLock, Timeout
-
     lock = FileLock(str(target) + ".lock")
     try:
-        lock.acquire(timeout=0.05)
-    except Timeout:
+        lock.acquire(0.05)
+    except LockHeld as held:
         if progress:
-            print(f"codesearch: waiting for another process exporting to {target}", file=sys.stderr)
+            print(f"codesearch: waiting for another process ({held.holder}) exporting to {target}", file=sys.stderr)
         try:
-            lock.acquire(timeout=LOCK_TIMEOUT_S)
-        except Timeout:
+            lock.acquire(LOCK_TIMEOUT_S)
+        except LockHeld as still:
             raise ExportError(
-                f"another process has been exporting to {target} for over "
-                f"{LOCK_TIMEOUT_S:.0f} s; if none is running, delete {lock.lock_file}"
+                f"another process ({still.holder}) has been exporting to {target} for over "
+                f"{LOCK_TIMEOUT_S:.0f} s; if none is running, stop it"
             ) from None
     try:
         yield

@@ -10,7 +10,7 @@ from typing import Any
 
 from codesearch.ranking.fusion import RRF_K, reciprocal_rank_fusion
 from codesearch.search import CodeSearch
-from codesearch.types import Hit, IndexReport, SearchInfo
+from codesearch.types import Hit, IndexReport, SearchInfo, check_search
 
 ROOT_DEPTH = 3
 """Each root gives ``ROOT_DEPTH * k`` hits to the fusion."""
@@ -66,8 +66,7 @@ class MultiSearch:
 
         Takes the options of :meth:`CodeSearch.search`.
         """
-        if k < 1:
-            raise ValueError(f"k must be at least 1, got {k}")
+        check_search(query, k, options.get("mode", "hybrid"))
         per_root: list[list[Hit]] = []
         for searcher in self.searchers:
             hits = searcher.search(query, k=k * ROOT_DEPTH if len(self.searchers) > 1 else k, **options)

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from codesearch.cache import default_index_dir
-from codesearch.chunking import ChunkParams, document_text
+from codesearch.chunking import ChunkParams
 from codesearch.embedding.catalogue import DEFAULT_MODEL, ModelSpec
 from codesearch.exceptions import (
     ModelNotAvailableError,
@@ -31,7 +31,6 @@ from codesearch.exceptions import (
 )
 from codesearch.files import Changes
 from codesearch.index import BuildOptions, Freshness, IndexBuilder, IndexStore, Tiers
-from codesearch.index.builder import chunk_key
 from codesearch.index.navigation import find_definitions, find_references
 from codesearch.index.session import IndexSession, SessionOptions
 from codesearch.index.tiers import KEYWORD_ONLY
@@ -176,7 +175,7 @@ class CodeSearch:
         self.store = IndexStore(directory, read_only=read_only)
         self.ranking = resolve_ranking(ranking)
         self.last_search: SearchInfo | None = None
-        self._tiers = Tiers(model, int8, static, self.store.directory)
+        self._tiers = Tiers(model, int8, static, f"the index at {self.store.directory}")
         options = BuildOptions(chunking, chunk_params or ChunkParams.for_chunking(chunking), use_ignore_files, embed_tests)
         self._builder = IndexBuilder(self.root, self.store, self._tiers, options)
         self._freshness = Freshness(self.root, self.store, use_ignore_files, watch=watch)
@@ -486,4 +485,4 @@ class CodeSearch:
 
 
 __all__ = ["MAX_NAME_CHARS", "CodeSearch", "Hit", "IndexReport", "MODES", "Mode", "SearchInfo", "SymbolHits", "TIERS",
-           "TextEmbedder", "Tier", "chunk_key", "document_text"]
+           "TextEmbedder", "Tier"]

@@ -94,7 +94,7 @@ def repo_stats(
     if chunking == "lines":
         total = sum(len(chunk_text(f.path, f.text, params)) for f in result.files)
     else:
-        from codesearch.definitions import cut_file
+        from codesearch.chunking.definitions import cut_file
 
         for source in result.files:
             cut = cut_file(source.path, source.text, params)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -76,6 +76,13 @@ class Hit:
     defines: str | None = None
     lines: tuple[int, ...] = ()
     repo: str | None = None
+
+    @classmethod
+    def of(cls, path: str, start_line: Any, end_line: Any, score: Any, kind: str, text: str,
+           symbols: Iterable[str] | None = (), repo: str | None = None) -> Hit:
+        """The hit of a store's chunk, its values as a store holds them (numpy numbers, a list or ``None`` of
+        symbols) made plain Python values: the one way every store builds its hits."""
+        return cls(path, int(start_line), int(end_line), float(score), kind, text, tuple(symbols or ()), repo=repo)
 
     @property
     def location(self) -> str:

@@ -7,6 +7,12 @@ from pathlib import Path
 
 import pytest
 
+TESTS = Path(__file__).resolve().parent
+"""The tests' root folder (this file's): where ``conftest`` is imported from, and the fixtures are."""
+ROOT = TESTS.parent
+PACKAGE = ROOT / "codesearch"
+BENCHMARKS = ROOT / "benchmarks"
+FIXTURES = TESTS / "fixtures"
 REQUESTS_CORPUS_ENV = "CODESEARCH_REQUESTS_CORPUS"
 
 # Two small source files in the manner of psf/requests, shared by the tests of the facade, tiers and MCP server.
@@ -217,7 +223,7 @@ def _embed_tiny_tokenizer(folder: Path, kind: str) -> None:
     tokenizer = Tokenizer(models.BPE(unk_token="<unk>"))
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
-    corpus = [p.read_text(encoding="utf-8") for p in sorted((Path(__file__).parent.parent / "codesearch").glob("*.py"))]
+    corpus = [p.read_text(encoding="utf-8") for p in sorted(PACKAGE.rglob("*.py"))]
     tokenizer.train_from_iterator(corpus, trainers.BpeTrainer(vocab_size=400, special_tokens=["<s>", "<pad>", "</s>", "<unk>"]))
     tokenizer.post_processor = processors.TemplateProcessing(single="<s> $A </s>", special_tokens=[("<s>", 0), ("</s>", 2)])
     PreTrainedTokenizerFast(

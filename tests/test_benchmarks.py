@@ -7,17 +7,11 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
-sys.path.insert(0, str(BENCHMARKS))
-
-import ann  # noqa: E402
-import chunker_speed  # noqa: E402
-import freshness  # noqa: E402
-import quality  # noqa: E402
-import seed_requests  # noqa: E402
+from benchmarks import ann, chunker_speed, freshness, monorepo, peer_data, quality, seed_requests
 
 TARGETS = {
     "sessions.py": ["should_strip_auth", "rebuild_method", "resolve_redirects"],
@@ -43,6 +37,56 @@ def tiny_requests(tmp_path: Path) -> Path:
     (root / "tests" / "test_utils.py").write_text("def test_super_len():\n    assert super_len('password') == 8\n")
     (root / "README.md").write_text("Send a GET, loop, start, big, local, half, bytes, login, hash.\n")
     return root
+
+
+def test_query_profile_counts_each_stage_once_and_puts_every_original_back(tiny_requests: Path, tmp_path: Path) -> None:
+    from conftest import HashingEmbedder
+
+    from benchmarks import query_profile
+    from codesearch import CodeSearch
+    from codesearch.ranking import stages
+
+    before = (CodeSearch.search, stages.fuse)
+    out = tmp_path / "profile.json"
+    options = {"model": HashingEmbedder(name="dense"), "static": HashingEmbedder(name="dense", dim=64, salt="static")}
+    assert query_profile.main(["--repo", str(tiny_requests), "--runs", "2", "-k", "3", "--json", str(out)],
+                              searcher_options=options) == 0
+    data = json.loads(out.read_text())
+    rows = {row["stage"]: row for row in data["stages"]}
+    order = [stage for _, _, stage in query_profile.STAGES] + [query_profile.EMBEDDING]
+    assert list(rows) == [stage for stage in order if stage in rows]  # in the path's order
+    assert rows["search (rest)"]["calls"] == rows["answer (rest)"]["calls"] == rows["fusion"]["calls"] == 1
+    assert rows["bm25 scores"]["calls"] == 1 and rows["dense product"]["calls"] == 1
+    assert rows["hit building"]["calls"] == 3 and rows[query_profile.EMBEDDING]["calls"] == 1  # k hits, one query
+    assert "dense graph" not in rows  # a small index is scored exactly
+    assert data["plain"]["n"] == data["profiled"]["n"] == 2 * len(seed_requests.QUESTIONS)
+    assert (CodeSearch.search, stages.fuse) == before  # the wrappers are gone
+
+
+def test_query_profile_times_a_stage_without_what_it_calls() -> None:
+    from benchmarks.query_profile import Profiler
+
+    now = [0.0]
+
+    def clock() -> float:
+        return now[0]
+
+    profiler = Profiler(clock)
+
+    def inner() -> None:
+        now[0] += 2.0
+
+    wrapped_inner = profiler.wrap(inner, "inner")
+
+    def outer() -> None:
+        now[0] += 1.0
+        wrapped_inner()
+        wrapped_inner()
+        now[0] += 0.5
+
+    profiler.wrap(outer, "outer")()
+    assert profiler.take() == ({"outer": 1500.0, "inner": 4000.0}, {"outer": 1, "inner": 2})
+    assert profiler.take() == ({}, {})
 
 
 def test_seed_requests_runs_keyword_only(tiny_requests: Path, tmp_path: Path) -> None:
@@ -75,7 +119,7 @@ def test_grep_count_is_matching_lines_case_insensitive() -> None:
 
 
 def test_chunker_speed_runs(tiny_requests: Path, tmp_path: Path) -> None:
-    pytest.importorskip("codesearch._chunker")
+    pytest.importorskip("codesearch.chunking._chunker")
     out = tmp_path / "speed.json"
     assert chunker_speed.main(["--corpus", str(tiny_requests), "--min-mb", "0.0001", "--repeat", "1",
                                "--json", str(out)]) == 0
@@ -119,7 +163,6 @@ def test_quality_runs_both_configs_side_by_side(tiny_requests: Path, tmp_path: P
 
 # --- the peer benchmark's data and metric -------------------------------------------------
 
-import peer_data  # noqa: E402
 
 LOG2_3 = 1.5849625007211563  # log2(3): the discount at rank 2
 
@@ -327,7 +370,7 @@ def test_export_trees_takes_the_pin_or_records_the_newest_commit(tmp_path: Path)
 
 
 def test_language_report_sums_each_language_over_the_trees(tmp_path: Path) -> None:
-    import languages
+    from benchmarks import languages
 
     one, two = tmp_path / "one", tmp_path / "two"
     (one / "include").mkdir(parents=True)
@@ -405,8 +448,9 @@ def fake_semble(repos):  # type: ignore[no-untyped-def]
 
 
 def test_peer_benchmark_runs_end_to_end_with_stand_ins(tmp_path: Path) -> None:
-    import peer_benchmark
     from conftest import HashingEmbedder
+
+    from benchmarks import peer_benchmark
 
     pytest.importorskip("matplotlib")
     bench, mirrors = _smoke_benchmark(tmp_path)
@@ -516,8 +560,9 @@ def test_own_code_benchmark_scores_both_models_on_the_trees_questions(tmp_path: 
 
 
 def test_navigation_benchmark_runs_end_to_end(tmp_path: Path) -> None:
-    import navigation
     from conftest import HashingEmbedder
+
+    from benchmarks import navigation
 
     bench, mirrors = _smoke_benchmark(tmp_path)
     out = tmp_path / "navigation.json"
@@ -539,7 +584,7 @@ def test_navigation_benchmark_runs_end_to_end(tmp_path: Path) -> None:
 
 
 def test_quality_speed_plot_is_drawn(tmp_path: Path) -> None:
-    import peer_benchmark
+    from benchmarks import peer_benchmark
 
     pytest.importorskip("matplotlib")
     points = [{"label": "a", "ndcg10": 0.8, "ndcg10_all_targets": 0.7, "first_answer_s": 1.5, "p50_ms": 3.0},
@@ -550,9 +595,9 @@ def test_quality_speed_plot_is_drawn(tmp_path: Path) -> None:
 
 
 def test_tune_reranks_stored_indexes_and_applies_the_protocol(tmp_path: Path) -> None:
-    import tune
     from conftest import HashingEmbedder
 
+    from benchmarks import tune
     from codesearch import CodeSearch
 
     bench, mirrors = _smoke_benchmark(tmp_path)
@@ -603,9 +648,9 @@ def test_tune_reranks_stored_indexes_and_applies_the_protocol(tmp_path: Path) ->
 
 
 def test_tune_reports_the_questions_without_tuning_on_them(tmp_path: Path, tiny_requests: Path) -> None:
-    import tune
     from conftest import HashingEmbedder
 
+    from benchmarks import tune
     from codesearch import CodeSearch
 
     bench, mirrors = _smoke_benchmark(tmp_path)
@@ -638,7 +683,6 @@ def test_tune_reports_the_questions_without_tuning_on_them(tmp_path: Path, tiny_
 
 # --- the monorepo benchmark -----------------------------------------------------------------
 
-import monorepo  # noqa: E402
 
 GO_FILE = "package web\n\n// Route matches a path.\nfunc Route(path string) bool {\n\treturn path != \"\"\n}\n"
 PY_FILE = ("def parse_headers(raw):\n    \"\"\"Parse HTTP request headers.\"\"\"\n"
@@ -785,7 +829,7 @@ def test_ann_benchmark_runs_on_synthetic_vectors(tmp_path: Path) -> None:
 def test_corpus_scale_projects_throughput_from_cpu_accounting(monkeypatch: pytest.MonkeyPatch, capsys) -> None:  # type: ignore[no-untyped-def]
     """Two actors of 30 CPU-s each and a driver of 6 on 2 cores take at least 33 s: 99,000 chunks -> 3,000/s."""
     pytest.importorskip("lance")
-    import corpus_scale
+    from benchmarks import corpus_scale
 
     monkeypatch.setattr(corpus_scale.os, "cpu_count", lambda: 2)
     report = {"inserted": 99_000, "pipeline_s": 66.0, "actors": 2, "driver_peak_rss_mb": 500.0,
@@ -811,3 +855,49 @@ def test_corpus_scale_projects_throughput_from_cpu_accounting(monkeypatch: pytes
     assert ("static: 2 actors / 1 actor, wall 1.05, streaming 1.1, working (actors' start left out) 1.3, "
             "projected 1.55 (medians of 3 rounds)") in \
         capsys.readouterr().out
+
+
+# --- the harness every script measures with ----------------------------------------------------
+
+
+def test_the_harness_percentile_is_numpys_linear_interpolation_and_its_helpers_measure(tmp_path: Path) -> None:
+    import numpy as np
+
+    from benchmarks import _harness as harness
+
+    values = [5.0, 1.0, 3.0, 2.0, 8.0, 13.0, 21.0]
+    for q in (0, 10, 50, 90, 95, 99, 100):
+        assert harness.percentile(values, q) == pytest.approx(float(np.percentile(values, q)))
+    assert harness.percentiles(values, (50, 95), digits=None) == {"p50": 5.0, "p95": pytest.approx(18.6), "n": 7}
+    assert harness.percentiles([], (50,)) == {"p50": 0.0, "n": 0}
+    assert harness.table(["name", "n"], [["a", 1], ["bb", 22]], title="T") == "T\nname   n\n----  --\na      1\nbb    22"
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "x").write_bytes(b"1234")
+    (tmp_path / "y").write_bytes(b"56")
+    assert harness.folder_bytes(tmp_path) == 6
+    result, ms = harness.timed(lambda: sum(range(1000)))
+    assert result == 499500 and ms >= 0
+    with harness.PeakMemory() as memory:
+        block = bytearray(64 << 20)
+        block[:: 4096] = b"x" * len(block[:: 4096])
+    assert memory.mb >= (32 if sys.platform == "linux" else 0)
+    assert harness.script_command("rankings")[1:] == ["-m", "benchmarks.rankings"]
+    assert harness.script_env({"PYTHONPATH": "/x"})["PYTHONPATH"] == os.pathsep.join([str(harness.ROOT), "/x"])
+
+
+def test_corpus_parity_compares_hits_exactly_scores_within_a_tolerance_and_the_stores() -> None:
+    from benchmarks import corpus_parity
+
+    def dump(score: float, hits: list[str], digest: str = "d") -> dict[str, Any]:
+        ranking = [[h, score] for h in hits]
+        return {"scoped": {"r\tq": ranking}, "single": {"r\tq": ranking}, "org": {"hybrid\tr\tq": [["r", *h] for h in
+                                                                                                   ranking]},
+                "scoped_identical": [1, 1], "digest_shared": {"chunks": "s"}, "digest_built": {"chunks": digest}}
+
+    before = dump(0.5, ["a.py:1-9", "b.py:1-4"], "s")
+    assert corpus_parity.compare(before, dump(0.5 + 1e-17, ["a.py:1-9", "b.py:1-4"], "s"), 1e-9) == []
+    assert len(corpus_parity.compare(before, dump(0.6, ["a.py:1-9", "b.py:1-4"], "s"), 1e-9)) == 3  # every part
+    swapped = corpus_parity.compare(before, dump(0.5, ["b.py:1-4", "a.py:1-9"], "s"), 1e-9)
+    assert len(swapped) == 3 and all("hits differ" in line for line in swapped)
+    assert corpus_parity.compare(before, dump(0.5, ["a.py:1-9", "b.py:1-4"], "other"), 1e-9) == [
+        "a store built now differs from digest_built before"]

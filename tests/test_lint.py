@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import missing_reference
+from conftest import ROOT, missing_reference
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = ROOT
 
 
 def _run(*command: str) -> subprocess.CompletedProcess[str]:

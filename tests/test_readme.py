@@ -6,7 +6,8 @@ import os
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from conftest import ROOT
+
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 
 
@@ -29,7 +30,7 @@ def test_ci_runs_the_readme_test_command() -> None:
 
 
 def test_cli_usage_in_readme_matches_commands() -> None:
-    from codesearch.cli import main
+    from codesearch.faces.cli import main
 
     usage = README.split("## Command line", 1)[1].split("```", 2)[1]
     documented = set(re.findall(r"^codesearch ([\w-]+)", usage, flags=re.M))

@@ -10,7 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from codesearch.files import scan
-from codesearch.scope import CONFIG, DOC, KINDS, SOURCE, TEST, Scope, kind_of
+from codesearch.files.kinds import CONFIG, DOC, KINDS, SOURCE, TEST, kind_of
+from codesearch.scope import Scope
 
 # Part of the psf/requests v2.32.3 tree, as scan() reports it.
 REQUESTS_PATHS = [

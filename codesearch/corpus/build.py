@@ -10,7 +10,7 @@ The actors write the new chunk rows themselves, as uncommitted Lance
 fragments (:func:`~codesearch.corpus.store.write_fragments`), and hand the
 driver only their metadata, each repository's file rows and its deletions:
 the rows never pass through the object store or the driver, whose work (one
-commit per :data:`~codesearch.corpus.corpus.FLUSH_ROWS` rows) and memory stay
+commit per :data:`~codesearch.corpus.driver.FLUSH_ROWS` rows) and memory stay
 the same whatever the corpus's size. Rows a repository upgraded to the
 transformer tier replaces in place still go through the driver's
 ``merge_insert``.
@@ -19,7 +19,7 @@ Each actor loads the static model (and the transformer, for the full tier)
 once, with onnxruntime's threads set to its CPUs. Per repository it reads what
 the corpus already holds of it (file hashes and stats, chunk ids, model-input
 keys), walks the repository, leaves unread the files whose size and mtime are
-those recorded (:mod:`codesearch.corpus.changes`), hashes the rest and cuts
+those recorded (:mod:`codesearch.files.changes`), hashes the rest and cuts
 those whose sha256 changed with the library's own definition chunker
 (:func:`codesearch.index.cutting.cut_files`), embeds
 only chunk texts the corpus has no vector for (the others' vectors are read
@@ -53,14 +53,14 @@ import numpy as np
 import pyarrow as pa
 
 from codesearch.chunking import Chunk, ChunkParams, document_text, window_heads
-from codesearch.corpus.changes import recorded_mtime, unchanged
+from codesearch.chunking.symbols import definition_names
 from codesearch.corpus.schema import CHUNKS, FILES, chunk_id, chunk_schema, sql_in, sql_string
 from codesearch.corpus.store import write_fragments
+from codesearch.files.changes import trusted_mtime, unchanged
+from codesearch.files.kinds import UNREAD_BY_DEFAULT, kind_of
 from codesearch.files.scan import Listing, list_files
 from codesearch.files.walk import SkipReason
 from codesearch.index.cutting import FileTask, cut_files
-from codesearch.ranking.facts import definition_names
-from codesearch.scope import kind_of
 
 BLOCK_ROWS = 256
 """Rows embedded at a time (blocks end at file boundaries)."""
@@ -71,8 +71,6 @@ BUNDLE_BYTES = 1 << 20
 item, so that each does not make a fragment of its own (the corpus of 10,000 repositories)."""
 CUT_BATCH = 64
 """Files cut at a time."""
-UNREAD_KINDS = frozenset({"test"})
-"""Chunk kinds the transformer leaves to keywords and the static tier (as a single index does by default)."""
 
 
 @dataclass(frozen=True)
@@ -305,7 +303,7 @@ class RepoWorker:
         for start in range(0, len(tasks), CUT_BATCH):
             for cut in cut_files(tasks[start:start + CUT_BATCH], spec.chunking, spec.chunk_params, spec.max_file_bytes):
                 rel = cut.task.rel
-                mtime_ns = recorded_mtime(cut.task.mtime_ns, now) if cut.size == cut.task.size else None
+                mtime_ns = trusted_mtime(cut.task.mtime_ns, now) if cut.size == cut.task.size else None
                 if cut.skipped == SkipReason.BINARY:  # recorded, so that it is not read again while unchanged
                     current.add(rel)
                     files.append((rel, "", cut.size, None, mtime_ns))
@@ -353,7 +351,7 @@ class RepoWorker:
     def _rows(self, repo: str, rel: str, chunks: Sequence[Any]) -> Iterator[dict[str, Any]]:
         """One file's chunk rows (vectors not yet filled)."""
         kind = kind_of(rel)
-        read = kind not in UNREAD_KINDS
+        read = kind not in UNREAD_BY_DEFAULT
         heads = window_heads([Chunk(rel, c.start, c.end, c.text, c.symbols) for c in chunks]) if read else {}
         keys = [c.key.hex() for c in chunks]
         for ordinal, c in enumerate(chunks):
@@ -555,5 +553,5 @@ def _resources(ray: Any) -> tuple[int, int]:
     return int(resources.get("CPU", 1)), int(resources.get("GPU", 0))
 
 
-__all__ = ["BLOCK_ROWS", "BUNDLE_BYTES", "FRAGMENT_ROWS", "UNREAD_KINDS", "RepoResult", "RepoWorker", "WorkerSpec",
+__all__ = ["BLOCK_ROWS", "BUNDLE_BYTES", "FRAGMENT_ROWS", "RepoResult", "RepoWorker", "WorkerSpec",
            "actor_pool", "bundles", "cpu_seconds", "peak_rss_mb", "results", "run_in_process", "run_pipeline"]

@@ -10,8 +10,9 @@ an mtime too recent to trust when it was recorded) is read again. A
 repository with none of these is not refreshed at all, and the bytes left to
 read decide whether the rest is worth starting Ray for.
 
-The same two rules (:func:`recorded_mtime`, :func:`unchanged`) decide, in the
-worker, which files it may leave unread.
+The rule is the single index's (:func:`codesearch.files.changes.unchanged`,
+:func:`~codesearch.files.changes.trusted_mtime`): the worker applies it too,
+to leave unread the files it may.
 """
 
 from __future__ import annotations
@@ -21,25 +22,8 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from codesearch.files.scan import RACY_NS, Listing
-
-StatKey = tuple[int | None, int | None]
-"""A file's recorded ``(size, mtime_ns)``; either may be unknown (``None``)."""
-
-
-def recorded_mtime(mtime_ns: int, now_ns: int) -> int | None:
-    """The mtime to record for a file read after ``now_ns``: ``None`` when it is within ``RACY_NS`` of then.
-
-    Timestamps advance in coarse ticks, so a file written again in the tick
-    it was read in would keep its mtime; one this recent is hashed next time
-    (the single index's rule, :data:`codesearch.files.scan.RACY_NS`).
-    """
-    return None if now_ns - mtime_ns < RACY_NS else mtime_ns
-
-
-def unchanged(known: StatKey | None, size: int, mtime_ns: int) -> bool:
-    """Whether the stats show a recorded file unchanged: both its size and mtime known and equal to the walk's."""
-    return known is not None and known[1] is not None and known == (size, mtime_ns)
+from codesearch.files.changes import StatKey, unchanged
+from codesearch.files.scan import Listing
 
 
 @dataclass
@@ -87,4 +71,4 @@ def stat_pass(listings: Sequence[tuple[str, str, Listing]], known: dict[str, dic
     return out
 
 
-__all__ = ["RepoChanges", "StatKey", "known_stats", "recorded_mtime", "stat_pass", "unchanged"]
+__all__ = ["RepoChanges", "known_stats", "stat_pass"]

@@ -1,16 +1,16 @@
 """Keywords in a corpus: one repository's exact BM25, and the full-text index's candidates across repositories.
 
 A search scoped to one repository ranks its keywords with that repository's
-own statistics: :func:`repo_bm25` fits :class:`~codesearch.keyword.BM25` on
-the repository's chunks, in the order a single index holds them
-(:func:`view_order`), from the terms the chunks table keeps (``keyword_text``: codesearch's identifier-split
-terms, each as often as it occurs), so its scores are those of a single
-index of the repository, bit for bit. No term is tokenized again, and the
-terms are split and counted by Arrow's kernels, not one chunk at a time (a
-repository's first scoped query would pay this fit). The writer fits every
-repository a build or refresh changed once, after its commits, and stores
-the fit in the keywords table (:func:`fit_keywords`, read back by
-:func:`stored_bm25`), so a repository's first scoped query reads it instead.
+own statistics: :func:`codesearch.keyword.arrow.fit_term_column` fits
+:class:`~codesearch.keyword.BM25` on the repository's chunks, in the order a
+single index holds them (:func:`view_order`), from the terms the chunks table
+keeps (``keyword_text``: codesearch's identifier-split terms, each as often as
+it occurs), so its scores are those of a single index of the repository, bit
+for bit. The writer fits every repository a build or refresh changed once,
+after its commits, and stores the fit in the keywords table
+(:func:`fit_keywords`, as :mod:`codesearch.keyword.blob` lays a fit out; read
+back by :func:`read_stored`), so a repository's first scoped query reads it
+instead of fitting it.
 
 Across repositories the keyword list comes from Lance's full-text index over
 the same terms (whitespace tokens, no lowercasing, stemming or stop words),
@@ -24,7 +24,6 @@ measures what that costs against an exact BM25 over the same chunks.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
 from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
@@ -33,9 +32,9 @@ import pyarrow as pa
 
 from codesearch.corpus.schema import CHUNKS, KEYWORD_SCHEMA, KEYWORDS, sql_in, wide_strings
 from codesearch.exceptions import IndexCorruptError
-from codesearch.keyword import BM25, Vocabulary, code_tokens, fit_counts
-from codesearch.ranking.config import Ranking
-from codesearch.ranking.facts import path_classes
+from codesearch.keyword import BM25, code_tokens
+from codesearch.keyword.arrow import fit_term_column
+from codesearch.keyword.blob import bm25_blob, bm25_of_blob
 
 if TYPE_CHECKING:
     import lance
@@ -46,54 +45,6 @@ FRAGMENT_BYTES = 16 << 20
 """Keyword rows written as one fragment once their fits reach this many bytes."""
 READ_REPOS = 8
 """Repositories whose rows :func:`fit_keywords` reads in one scan."""
-
-
-def repo_bm25(keyword_texts: pa.Array | pa.ChunkedArray) -> BM25:
-    """BM25 fitted on chunks given by their ``keyword_text`` (terms joined by spaces), in chunk order: a single
-    index's fit of them.
-
-    The single index numbers a term when a chunk first holds it, chunk after
-    chunk; Arrow's dictionary encoding numbers values in the order they first
-    occur, so the numbering, and with it every array of the fit, is the same.
-
-    A repository's terms past 2 GiB overflow 32-bit offsets once combined: its
-    callers read them as large strings (:func:`~codesearch.corpus.schema.wide_strings`,
-    before they take rows in order, which would overflow first).
-    """
-    import pyarrow.compute as pc
-
-    # Terms are runs of word characters joined by single spaces; an empty chunk splits into one empty string.
-    tokens = pc.split_pattern(keyword_texts, " ")
-    if isinstance(tokens, pa.ChunkedArray):
-        tokens = tokens.combine_chunks()
-    flat, documents = pc.list_flatten(tokens), pc.list_parent_indices(tokens)
-    words_only = pc.not_equal(flat, "")
-    flat, documents = flat.filter(words_only), np.asarray(documents.filter(words_only).to_numpy(), dtype=np.int64)
-    encoded = pc.dictionary_encode(flat)
-    words = encoded.dictionary
-    numbers = np.asarray(encoded.indices.to_numpy(), dtype=np.int64)
-    n_terms = max(len(words), 1)
-    # Each (chunk, term) pair once, with its count; chunk-major, as the builder adds them.
-    pairs, counts = np.unique(documents * n_terms + numbers, return_counts=True)
-    chunk_of = pairs // n_terms
-    terms = (pairs - chunk_of * n_terms).astype(np.int32)
-    lengths = np.bincount(chunk_of, minlength=len(keyword_texts)).astype(np.int32)
-    return fit_counts(_vocabulary(words), terms, counts.astype(np.int32), lengths)
-
-
-def _vocabulary(words: pa.Array) -> Vocabulary:
-    """The terms of a dictionary encoding (numbered by their place) as a stored :class:`Vocabulary`: its UTF-8 blob
-    and offsets are Arrow's buffers and its byte order Arrow's sort, so no object is made per term (building a dict,
-    then its stored form, took 0.8 s of a refresh's 72 fits)."""
-    import pyarrow.compute as pc
-
-    if not len(words):
-        return Vocabulary({})
-    words = words.cast(pa.large_string())  # int64 offsets, as Strings keeps them
-    offsets = np.frombuffer(words.buffers()[1], dtype=np.int64)[words.offset:words.offset + len(words) + 1]
-    blob = np.frombuffer(words.buffers()[2], dtype=np.uint8)[int(offsets[0]):int(offsets[-1])]
-    order = np.asarray(pc.sort_indices(words).to_numpy(), dtype=np.int32)  # byte order, as Strings.find needs
-    return Vocabulary.from_arrays(blob, offsets - offsets[0], order)
 
 
 VIEW_ORDER = [("path", "ascending"), ("ordinal", "ascending")]
@@ -110,15 +61,7 @@ def view_order(rows: pa.Table) -> pa.Array:
 
 def keyword_row(repo: str, ids: np.ndarray, bm25: BM25) -> dict[str, Any]:
     """The keywords table's row of a repository: the BM25 fitted on its chunks, with their ids in order."""
-    return {"repo": repo, "bm25": _pack({"chunk_ids": np.asarray(ids, dtype=np.int64), **bm25.to_arrays(copy=False)})}
-
-
-def stored_bm25(blob: bytes) -> tuple[np.ndarray, BM25]:
-    """A keywords table blob read back: the chunk ids in order, and the fitted BM25 (scores equal to a fresh fit;
-    its arrays are read-only views of ``blob``)."""
-    arrays = _unpack(blob)
-    ids = arrays.pop("chunk_ids")
-    return ids, BM25.from_arrays(arrays)
+    return {"repo": repo, "bm25": bm25_blob(bm25, ids)}
 
 
 def stored_rows(ds: lance.LanceDataset) -> dict[str, int]:
@@ -131,7 +74,7 @@ def read_stored(ds: lance.LanceDataset, address: int) -> tuple[np.ndarray, BM25]
     """The stored fit at row ``address`` of the keywords table ``ds`` (:func:`stored_rows`)."""
     [(_, blob)] = ds.read_blobs("bm25", addresses=[address])
     assert blob is not None
-    return stored_bm25(blob)
+    return bm25_of_blob(blob)
 
 
 class StoredFits:
@@ -156,40 +99,6 @@ class StoredFits:
         except (IndexCorruptError, ValueError, KeyError, OSError) as exc:
             logger.warning("codesearch: the stored keywords of %r cannot be read (%s); fitting them", repo, exc)
             return None
-
-
-_ALIGN = 8
-
-
-def _pack(arrays: Mapping[str, np.ndarray]) -> bytes:
-    """Arrays as one buffer: an 8-byte header length, a JSON header (name, dtype, shape, offset of each), then each
-    array's bytes at an 8-byte aligned offset. :func:`_unpack` reads them back without a copy (``np.savez``'s zip
-    and header parsing took 2-4 ms a repository, most of a stored fit's read)."""
-    import json
-
-    header, parts, offset = [], [], 0
-    for name, array in arrays.items():
-        raw = np.asarray(array, order="C")  # (ascontiguousarray makes a 0-d array 1-d)
-        header.append([name, raw.dtype.newbyteorder("<").str, list(raw.shape), offset])
-        data = raw.astype(raw.dtype.newbyteorder("<"), copy=False).tobytes()
-        parts.append(data + b"\0" * (-len(data) % _ALIGN))
-        offset += len(parts[-1])
-    head = json.dumps(header).encode("utf-8")
-    head += b" " * (-(8 + len(head)) % _ALIGN)
-    return len(head).to_bytes(8, "little") + head + b"".join(parts)
-
-
-def _unpack(blob: bytes) -> dict[str, np.ndarray]:
-    import json
-
-    size = int.from_bytes(blob[:8], "little")
-    base = 8 + size
-    out = {}
-    for name, dtype, shape, offset in json.loads(blob[8:base]):
-        kind = np.dtype(dtype)
-        count = int(np.prod(shape, dtype=np.int64))
-        out[name] = np.frombuffer(blob, dtype=kind, count=count, offset=base + offset).reshape(shape)
-    return out
 
 
 def fit_keywords(uri: str, storage_options: dict[str, str], version: int, repos: list[str]) -> list[str]:
@@ -219,7 +128,7 @@ def fit_keywords(uri: str, storage_options: dict[str, str], version: int, repos:
         for begin, stop in pairwise(edges):
             repo = rows.slice(begin, stop - begin)  # in view order: by path, then place in file
             try:
-                bm25 = repo_bm25(repo["keyword_text"])
+                bm25 = fit_term_column(repo["keyword_text"])
             except ValueError:  # no chunk holds a term: scoped searches fit (and fail) as before
                 continue
             row = keyword_row(str(names.dictionary[int(numbers[begin])]), np.asarray(repo["chunk_id"].to_numpy()), bm25)
@@ -251,22 +160,5 @@ def full_text(ds: lance.LanceDataset, query: str, where: str | None, limit: int,
                        disable_scoring_autoprojection=True)
 
 
-def keyword_prior(path: str, ranking: Ranking, cache: dict[str, float] | None = None) -> float:
-    """The multiplier the keyword list takes for a file before its candidates are cut (``ranking.keyword_priors``),
-    as :func:`codesearch.ranking.stages.weigh_keyword_lists` applies it; 1 when priors are off."""
-    if not ranking.priors:
-        return 1.0
-    if cache is not None and path in cache:
-        return cache[path]
-    multipliers: Mapping[str, float] = ranking.prior_multipliers
-    value = 1.0
-    for name in path_classes(path):
-        if name in ranking.keyword_priors:
-            value *= multipliers.get(name, 1.0)
-    if cache is not None:
-        cache[path] = value
-    return value
-
-
-__all__ = ["FRAGMENT_BYTES", "READ_REPOS", "VIEW_ORDER", "StoredFits", "fit_keywords", "full_text", "keyword_prior",
-           "keyword_row", "query_terms", "read_stored", "repo_bm25", "stored_bm25", "stored_rows", "view_order"]
+__all__ = ["FRAGMENT_BYTES", "READ_REPOS", "VIEW_ORDER", "StoredFits", "fit_keywords", "full_text", "keyword_row",
+           "query_terms", "read_stored", "stored_rows", "view_order"]

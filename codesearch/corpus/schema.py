@@ -140,7 +140,7 @@ FILE_SCHEMA = pa.schema([
 gave (``chunks`` null: binary by its content, recorded so that a refresh knows it unchanged without reading it).
 
 ``mtime_ns`` is null when unknown: too recent to trust when it was recorded
-(:func:`codesearch.corpus.changes.recorded_mtime`), or the row was written
+(:func:`codesearch.files.changes.trusted_mtime`), or the row was written
 by a codesearch before the column (the writer adds it to such a table,
 :meth:`codesearch.corpus.store.CorpusStore.writer`); such a file is hashed."""
 

@@ -351,7 +351,7 @@ def _build_int8(
 def _drop_attention_masks(graph: Any) -> int:
     """Detach the padding mask from fused attention nodes; return how many changed.
 
-    :mod:`codesearch.embed` never pads (it runs one text per call), so the
+    :mod:`codesearch.embedding.transformer` never pads (it runs one text per call), so the
     mask is all ones, and without it ``MultiHeadAttention`` takes onnxruntime's
     flash-attention path.
     """

@@ -1,4 +1,15 @@
-"""The stat pass: which indexed files changed on disk since a scan, found without reading any.
+"""Whether a file changed since it was recorded (the one rule), and the stat pass that applies it to a scan.
+
+The rule, for the single index (its scan, its builder) and the corpus (its
+driver's stat pass, its workers) alike: a file is unchanged while its size
+and mtime equal the recorded ones (:func:`unchanged`), and an mtime recorded
+within :data:`RACY_NS` of when it was read is not trusted (:func:`trusted_mtime`):
+timestamps advance in coarse ticks, so a file written again in the tick it
+was read in keeps its mtime. Such a file is read again, and its bytes
+compared (:func:`content_sha256`). Each store keeps the untrusted mtime its
+own way (the single index records the raw stat and the scan's time, a walk's
+folder ``-1``, the corpus ``None``), and asks this module either way.
+
 
 With the folder and ignore-file stats of the scan (``walk_stats``) unchanged,
 a walk would meet the same files, so only the known files are stat'ed (a file
@@ -23,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from codesearch.exceptions import RootNotFoundError
+from codesearch.files.read import SkippedFile, read_file
 from codesearch.files.walk import MAX_FILE_BYTES, file_reason, walk
 
 if os.environ.get("CODESEARCH_PUREPYTHON") == "1":
@@ -38,6 +50,34 @@ else:
         from codesearch.files._statpass_py import StatTable
 
         BACKEND = "python"
+
+
+RACY_NS = 2_000_000_000
+"""An mtime this recent when its file (or folder, or ignore file) was read is not trusted to show a later change."""
+
+StatKey = tuple[int | None, int | None]
+"""A file's recorded ``(size, mtime_ns)``; either may be unknown (``None``)."""
+
+
+def trusted_mtime(mtime_ns: int, read_ns: int) -> int | None:
+    """``mtime_ns`` of a file read at ``read_ns``, or ``None`` when it is within :data:`RACY_NS` of then."""
+    return None if read_ns - mtime_ns < RACY_NS else mtime_ns
+
+
+def unchanged(recorded: StatKey | None, size: int, mtime_ns: int) -> bool:
+    """Whether recorded stats show a file unchanged: its size and a trusted mtime known, and equal to these."""
+    return recorded is not None and recorded[1] is not None and recorded == (size, mtime_ns)
+
+
+def content_sha256(path: str, max_file_bytes: int) -> bytes | None:
+    """The sha256 of a file's bytes (to tell whether a file of untrusted stats changed), or ``None`` when it cannot
+    be read or holds over ``max_file_bytes``."""
+    import hashlib
+
+    try:
+        return hashlib.sha256(read_file(path, max_file_bytes)).digest()
+    except SkippedFile:
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,4 +269,5 @@ def _differs(prefix: str, rel: str, recorded: Sequence[int]) -> bool:
     return info.st_mtime_ns != recorded[1] or (not rel.endswith("/") and info.st_size != recorded[0])
 
 
-__all__ = ["BACKEND", "Changes", "StatPass", "changed_files"]
+__all__ = ["BACKEND", "RACY_NS", "Changes", "StatKey", "StatPass", "changed_files", "content_sha256", "trusted_mtime",
+           "unchanged"]

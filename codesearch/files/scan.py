@@ -31,12 +31,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from codesearch.exceptions import RootNotFoundError
+from codesearch.files.changes import trusted_mtime
 from codesearch.files.read import SkippedFile, SkipReason, read_file
 from codesearch.files.walk import IGNORE_FILES, MAX_FILE_BYTES, SNIFF_BYTES, file_reason, walk
-
-RACY_NS = 2_000_000_000
-"""A folder or ignore file changed this recently before the walk read it is not trusted to show a
-later change in its mtime (timestamps advance in coarse ticks): a stat pass walks again while so."""
 
 _BOMS = (
     (codecs.BOM_UTF32_LE, "utf-32"),
@@ -250,9 +247,11 @@ def scan(
 
 
 def _trusted(size: int, mtime_ns: int) -> tuple[int, int]:
-    """``(size, mtime_ns)``, with -1 for an mtime too recent to show a later change."""
-    return (size, -1 if time.time_ns() - mtime_ns < RACY_NS else mtime_ns)
+    """``(size, mtime_ns)``, with -1 for an mtime too recent to show a later change (:func:`trusted_mtime`): a stat
+    pass walks again while a folder or ignore file's is."""
+    mtime = trusted_mtime(mtime_ns, time.time_ns())
+    return (size, -1 if mtime is None else mtime)
 
 
-__all__ = ["IGNORE_FILES", "MAX_FILE_BYTES", "RACY_NS", "Listed", "Listing", "ScanResult", "SkipReason", "SkippedFile",
+__all__ = ["IGNORE_FILES", "MAX_FILE_BYTES", "Listed", "Listing", "ScanResult", "SkipReason", "SkippedFile",
            "SourceFile", "decode_bytes", "list_files", "read_file", "scan"]

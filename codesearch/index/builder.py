@@ -26,23 +26,25 @@ from typing import Any
 
 import numpy as np
 
-from codesearch.chunking import DEFINITIONS_VERSION, ChunkParams, document_text
+from codesearch.chunking import DEFINITIONS_VERSION, ChunkParams, chunk_key, document_text
+from codesearch.chunking.symbols import SymbolTable
 from codesearch.embedding.onnx import available_cores
 from codesearch.exceptions import EmptyRepositoryError, IndexCancelledError, ModelNotAvailableError
-from codesearch.files.read import SkippedFile, read_file
-from codesearch.files.scan import RACY_NS, Listed, list_files
+from codesearch.files.changes import content_sha256, trusted_mtime
+from codesearch.files.changes import unchanged as same_stats
+from codesearch.files.kinds import UNREAD_BY_DEFAULT, kind_of
+from codesearch.files.scan import Listed, list_files
 from codesearch.files.walk import MAX_FILE_BYTES
 from codesearch.index import vectors as vectors_module
 from codesearch.index.columns import KIND_CODES, ChunkColumns, ColumnsWriter
 from codesearch.index.cutting import CutFile, FileTask, cut_in_order
 from codesearch.index.loaded import LoadedIndex, graph_prefix
 from codesearch.index.manifest import ARRAYS, BM25_PREFIX, IndexManifest, TierFacts
-from codesearch.index.store import IndexSnapshot, IndexStore
+from codesearch.index.snapshot import IndexSnapshot
+from codesearch.index.store import IndexStore
 from codesearch.index.tiers import Tiers
 from codesearch.index.vectors import TIER_PARAMS, VectorSearch, reuse_by_key
 from codesearch.keyword import BM25, BM25Builder
-from codesearch.ranking.facts import SymbolTable
-from codesearch.scope import kind_of
 from codesearch.types import FULL, KEYWORD, STATIC, Chunking, IndexReport, TextEmbedder, Tier
 
 CHECKPOINT_EVERY = 128
@@ -51,17 +53,8 @@ STATIC_BATCH = 1024
 """Chunks the static model embeds at a time (one call over every chunk of a large tree took gigabytes)."""
 STATIC_CHECKPOINT_EVERY = 8192
 """Static vectors made between two checkpoints of a build."""
-UNREAD_BY_DEFAULT = frozenset({"test"})
-"""Chunk kinds the transformer leaves to keywords and the static tier unless ``embed_tests``."""
 _NO_FILE = bytes(32)
 """The hash recorded for a file skipped by its content (binary, unreadable): its stat is kept, it has no chunks."""
-
-
-def chunk_key(document: str) -> str:
-    """Identity of a chunk's model input: hex sha256 of its exact text."""
-    import hashlib
-
-    return hashlib.sha256(document.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,9 +97,9 @@ class _Previous:
         self._by_path = {path: number for number, path in enumerate(columns.paths.tolist())} if columns else {}
         self._doc_terms: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self._remap: np.ndarray | None = None
-        # Files the committed index read within the racy window before its scan may have changed since in
-        # the same timestamp tick: they are read again.
-        self._trusted_before = (loaded.manifest.scanned_ns - RACY_NS) if loaded is not None else 0
+        # The committed index records each file's stat as it was; one too recent to trust when its scan ran
+        # (files.changes.trusted_mtime) may have changed since in the same timestamp tick, and is read again.
+        self._scanned_ns = loaded.manifest.scanned_ns if loaded is not None else 0
 
     def number(self, path: str) -> int | None:
         """The committed file number of ``path`` (``None`` when it was not indexed, or was cut otherwise)."""
@@ -119,9 +112,14 @@ class _Previous:
             return None
         c = self.columns
         assert c is not None
-        if int(c.file_size[number]) != listed.size or int(c.file_mtime[number]) != listed.mtime_ns:
+        if not same_stats((int(c.file_size[number]), self._trusted(int(c.file_mtime[number]))), listed.size,
+                         listed.mtime_ns):
             return None
-        return number if listed.mtime_ns < self._trusted_before else None
+        return number
+
+    def _trusted(self, mtime_ns: int) -> int | None:
+        """A recorded mtime, or ``None`` when it was too recent to trust at the committed scan."""
+        return trusted_mtime(mtime_ns, self._scanned_ns)
 
     def all_unchanged(self, listed: Sequence[Listed]) -> bool:
         """Whether ``listed`` is the committed set of files, each with its recorded size and modification time
@@ -130,10 +128,10 @@ class _Previous:
         if c is None or len(listed) != len(c.paths):
             return False
         for number, f in enumerate(listed):
-            if self.number(f.rel) != number or int(c.file_size[number]) != f.size \
-                    or int(c.file_mtime[number]) != f.mtime_ns:
+            if self.number(f.rel) != number or not same_stats((int(c.file_size[number]), int(c.file_mtime[number])),
+                                                              f.size, f.mtime_ns):
                 return False
-            if f.mtime_ns >= self._trusted_before and _sha256_of(f.path, f.size) != bytes(c.file_sha256[number]):
+            if self._trusted(f.mtime_ns) is None and content_sha256(f.path, f.size) != bytes(c.file_sha256[number]):
                 return False
         return True
 
@@ -216,7 +214,7 @@ class _StaticStream:
             return
         made = self.vectors.embedder.embed_documents([document for _, document in self._pending])
         self._made.append((np.array([row for row, _ in self._pending], dtype=np.int64), made))
-        self._unsaved.append(([chunk_key_bytes(document).hex() for _, document in self._pending], made))
+        self._unsaved.append(([chunk_key(document).hex() for _, document in self._pending], made))
         self.embedded += len(self._pending)
         self._pending = []
         if not self.vectors.checkpoint:
@@ -436,7 +434,7 @@ class IndexBuilder:
             embedder = self.tiers.embedder
             if keeps_full:
                 assert previous is not None
-                self.tiers.check(previous.manifest, FULL, embedder)
+                self.tiers.check(previous.manifest.of(FULL), FULL, embedder)
             full = _Vectors(FULL, embedder, previous, self.store, True, commit)
             vectors[FULL], embedded = self._full_vectors(full, columns, read, heads, progress)
             full_facts = TierFacts(embedder.spec.name, embedder.fingerprint, embedder.dim, unread_kinds)
@@ -570,23 +568,6 @@ class IndexBuilder:
         return UNREAD_BY_DEFAULT if stored is None else stored
 
 
-def _sha256_of(path: str, max_file_bytes: int) -> bytes | None:
-    """The sha256 of the file's bytes, or ``None`` when it cannot be read or holds over ``max_file_bytes``."""
-    import hashlib
-
-    try:
-        return hashlib.sha256(read_file(path, max_file_bytes)).digest()
-    except SkippedFile:
-        return None
-
-
-def chunk_key_bytes(document: str) -> bytes:
-    """:func:`chunk_key` as raw bytes."""
-    import hashlib
-
-    return hashlib.sha256(document.encode("utf-8", "surrogatepass")).digest()
-
-
 def _chunk_symbols(columns: ChunkColumns) -> Iterator[tuple[int, list[str]]]:
     symbols = columns.symbols.tolist()
     bounds = columns.symbol_start.tolist()
@@ -595,4 +576,4 @@ def _chunk_symbols(columns: ChunkColumns) -> Iterator[tuple[int, list[str]]]:
             yield i, symbols[bounds[i]:bounds[i + 1]]
 
 
-__all__ = ["CHECKPOINT_EVERY", "STATIC_BATCH", "UNREAD_BY_DEFAULT", "BuildOptions", "IndexBuilder", "chunk_key"]
+__all__ = ["CHECKPOINT_EVERY", "STATIC_BATCH", "BuildOptions", "IndexBuilder"]

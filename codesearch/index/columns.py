@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from codesearch.exceptions import IndexCorruptError
-from codesearch.scope import KINDS
+from codesearch.files.kinds import KINDS
 from codesearch.strings import Strings, ascending
 
 KIND_CODES: Mapping[str, int] = {kind: code for code, kind in enumerate(KINDS)}
@@ -35,7 +35,7 @@ class ChunkColumns:
         file_of: each chunk's file number.
         start: each chunk's first line (1-based).
         end: each chunk's last line.
-        kind: each chunk's kind, as a code into :data:`codesearch.scope.KINDS`.
+        kind: each chunk's kind, as a code into :data:`codesearch.files.kinds.KINDS`.
         key: each chunk's model-input key: sha256 of its document text, raw (``(chunks, 32)`` uint8).
         symbols: every chunk's symbols, chunk after chunk.
         symbol_start: chunk ``i``'s symbols are ``symbols[symbol_start[i]:symbol_start[i + 1]]``.

@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from codesearch.chunking import ChunkParams, chunk_text, document_text, keyword_text
+from codesearch.chunking import ChunkParams, chunk_key, chunk_text, document_text, keyword_text
 from codesearch.embedding.catalogue import ModelSpec
 from codesearch.exceptions import ModelNotAvailableError
 from codesearch.files.read import SkippedFile, read_file
@@ -106,7 +106,7 @@ def cut_files(tasks: Sequence[FileTask], chunking: str, params: ChunkParams, max
     if chunking == "lines":
         cut = chunk_text
     else:
-        from codesearch.definitions import chunk_definitions as cut
+        from codesearch.chunking.definitions import chunk_definitions as cut
     out: list[CutFile] = []
     for task in tasks:
         try:
@@ -128,7 +128,7 @@ def cut_files(tasks: Sequence[FileTask], chunking: str, params: ChunkParams, max
             document = document_text(chunk.path, chunk.text)
             counts = Counter(code_tokens(keyword_text(chunk.path, chunk.text)))
             chunks.append(CutChunk(chunk.start_line, chunk.end_line, chunk.text, chunk.symbols,
-                                   hashlib.sha256(document.encode("utf-8", "surrogatepass")).digest(),
+                                   chunk_key(document),
                                    list(counts), list(counts.values())))
         out.append(CutFile(task, sha256, len(data), chunks))
     return _with_static(out, _static_model(static), static_fingerprint)

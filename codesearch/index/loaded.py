@@ -13,15 +13,17 @@ from typing import Any
 
 import numpy as np
 
+from codesearch.chunking.symbols import SymbolTable
 from codesearch.exceptions import IndexCorruptError, ModelNotAvailableError
+from codesearch.files.kinds import KINDS
 from codesearch.index.columns import KIND_CODES, ChunkColumns
+from codesearch.index.integrity import Verification
 from codesearch.index.manifest import ARRAYS, BM25_PREFIX, IndexManifest
-from codesearch.index.store import IndexSnapshot, Verification
+from codesearch.index.snapshot import IndexSnapshot
 from codesearch.index.vectors import TIER_PARAMS, VectorSearch
 from codesearch.keyword import BM25
-from codesearch.ranking import IndexFacts, Ranking, candidates_from_scores, rank, rank_scores
-from codesearch.ranking.facts import SymbolTable
-from codesearch.scope import KINDS, Scope
+from codesearch.ranking import ChunkFacts, Ranking, candidates_from_scores, rank, rank_scores
+from codesearch.scope import Scope
 from codesearch.types import FULL, STATIC, Hit, Mode, Tier
 
 LIST_OF: dict[Tier, str] = {FULL: "dense", STATIC: "static"}
@@ -75,7 +77,7 @@ class LoadedIndex:
         self.token = token
         self.verification = verification
         self.searches: dict[Tier, VectorSearch] = {}
-        self.facts = IndexFacts.from_columns(columns.paths.tolist(), np.asarray(columns.file_of), symbols,
+        self.facts = ChunkFacts.from_columns(columns.paths.tolist(), np.asarray(columns.file_of), symbols,
                                              _file_kinds(columns))
         unread = {KIND_CODES[k] for k in manifest.unread_kinds or ()}
         read = ~np.isin(columns.kind, list(unread)) if unread else None
@@ -153,7 +155,7 @@ class LoadedIndex:
     def hit(self, i: int, score: float) -> Hit:
         """Chunk ``i`` as a search hit (its text read now)."""
         c = self.columns
-        return Hit(c.path(i), int(c.start[i]), int(c.end[i]), float(score), c.kind_name(i), c.text(i), c.symbols_of(i))
+        return Hit.of(c.path(i), c.start[i], c.end[i], score, c.kind_name(i), c.text(i), c.symbols_of(i))
 
     def locations(self) -> list[tuple[str, int, int]]:
         """Every chunk's ``(path, start_line, end_line)``, in chunk order."""
@@ -262,7 +264,7 @@ class LoadedIndex:
 
 
 def rank_exactly(query: str, mode: Mode, tier: Tier | None, query_vector: np.ndarray | None, bm25: BM25,
-                 vectors: Mapping[Tier, np.ndarray], read: np.ndarray | None, facts: IndexFacts, ranking: Ranking,
+                 vectors: Mapping[Tier, np.ndarray], read: np.ndarray | None, facts: ChunkFacts, ranking: Ranking,
                  k: int, mask: np.ndarray | None, static_vector: np.ndarray | None = None) -> list[tuple[int, float]]:
     """Every chunk scored by each list the call asks for (BM25 unless ``mode`` is dense; ``tier``'s vectors by the
     query's, ``read`` the rows the transformer read or ``None`` for all; with ``static_vector`` the static vectors as a

@@ -1,7 +1,7 @@
 """Symbol navigation over an index in memory: where a name is defined, and where it is used.
 
 Definitions come from the symbol table the definition chunker records
-(:attr:`~codesearch.ranking.IndexFacts.definitions`), references from the
+(:attr:`~codesearch.ranking.ChunkFacts.symbols`), references from the
 keyword postings: every identifier is kept whole as a BM25 term (lowercased,
 :func:`~codesearch.keyword.tokens.split_identifier`), so the chunks that may
 use a name are one posting list away, and each is then checked for the name
@@ -18,10 +18,11 @@ from dataclasses import replace
 
 import numpy as np
 
+from codesearch.chunking.symbols import QUALIFIERS, SymbolTable, definition_names
+from codesearch.files.kinds import CONFIG, DOC, TEST
 from codesearch.index.loaded import LoadedIndex
 from codesearch.keyword.tokens import split_identifier
-from codesearch.ranking.facts import COMPAT, EXAMPLE, QUALIFIERS, STUB, SymbolTable, definition_names, squash_name
-from codesearch.scope import CONFIG, DOC, TEST
+from codesearch.ranking.paths import COMPAT, EXAMPLE, STUB, squash_name
 from codesearch.types import Hit, SymbolHits
 
 _IDENTIFIER = re.compile(r"\w+")

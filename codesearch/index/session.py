@@ -112,9 +112,10 @@ class IndexSession:
                 token = None  # made by an older codesearch: built again, as if there were none
             if before is not None and before.unstored:
                 self.freshness.recheck(before.unstored)  # the new commit may hold them otherwise than memory did
-            if token is not None and not self.store.read_only and self.tiers.static_outdated(self.loaded.manifest):
+            opened = self.loaded if token is not None else None
+            if opened is not None and not self.store.read_only and self.tiers.static_outdated(opened.manifest.of(STATIC)):
                 # Static vectors of this model's earlier static tier: recomputed (seconds), the rest kept.
-                self.build(self.loaded.manifest.tier, progress=self.options.progress)
+                self.build(opened.manifest.tier, progress=self.options.progress)
                 assert self.loaded is not None
                 return self.loaded, False
         if token is None:
@@ -182,7 +183,7 @@ class IndexSession:
             # While the transformer tier is built in the background, its stat pass decides for this answer's.
             wanted = self.freshness.pause_upgrade_for_changes(loaded, self.builder.cancel) is not False
         # Refreshing embeds changed chunks, so it needs this searcher's model to be the index's.
-        return not built and wanted and self.tiers.may_write(loaded.manifest)
+        return not built and wanted and self.tiers.may_write(loaded.manifest.model_name)
 
     def upgrade_after(self, loaded: LoadedIndex, tier: Tier | None = None) -> None:
         """After an answer from the static tier, build the transformer's in the background (``background_upgrade``)."""
@@ -205,7 +206,7 @@ class IndexSession:
         loaded, built = self.current()
         self.freshness.follow(loaded)
         if mode != "bm25":
-            self.tiers.check_name(loaded.manifest)
+            self.tiers.check_name(loaded.manifest.model_name)
         stat_pass = self._stat_pass_wanted(loaded, built, refresh)
         mask = loaded.scope_mask(where)
         tier: Tier | None = None
@@ -226,7 +227,7 @@ class IndexSession:
                 query_vector = None  # a static model that knows none of the query's tokens: nothing to rank by
         static_vector = None
         if tier == FULL and ranking.static_share > 0 and STATIC in loaded.vectors and self.tiers.has_static:
-            self.tiers.check(loaded.manifest, STATIC, self.tiers.static_embedder)
+            self.tiers.check(loaded.manifest.of(STATIC), STATIC, self.tiers.static_embedder)
             static_vector = self.tiers.static_embedder.embed_query(query)
         self.checked(loaded, [t for t in (tier, STATIC if static_vector is not None else None) if t is not None])
         ranked = loaded.rank(query, mode, tier, query_vector, ranking, k, mask, static_vector)

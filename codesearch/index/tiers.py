@@ -1,9 +1,11 @@
-"""Which embedding models a searcher has, whether they may read an index, and which tier answers a query.
+"""Which embedding models a searcher has, whether they may read a store, and which tier answers a query.
 
 :class:`Tiers` loads the transformer and the static model lazily (keyword
-search never loads one), refuses an index built by another model -- by name
+search never loads one), refuses a store built by another model -- by name
 before anything is loaded, and by fingerprint per tier -- and embeds queries on
-a worker thread so a search can stat its files meanwhile.
+a worker thread so a search can stat its files meanwhile. A single index and a
+corpus both hold one (the store named in its messages); which tier answers a
+query over a single index is :meth:`Tiers.answering`.
 """
 
 from __future__ import annotations
@@ -11,16 +13,28 @@ from __future__ import annotations
 import warnings
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 
 from codesearch.embedding.catalogue import ModelSpec
 from codesearch.exceptions import ExportError, ModelMismatchError, ModelNotAvailableError
 from codesearch.index.loaded import LoadedIndex
-from codesearch.index.manifest import IndexManifest
 from codesearch.types import FULL, STATIC, TextEmbedder, Tier
 
+REINDEX = "re-index with `codesearch index --model {model}`"
+"""How a single index is rebuilt for another model (``model``: its name)."""
 KEYWORD_ONLY = ("this searcher is keyword-only (model=None); pass a model to embed, or search with mode='bm25'")
+
+
+class StoredTier(Protocol):
+    """What a store records of the model behind one of its tiers."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def fingerprint(self) -> str: ...
 
 
 class Tiers:
@@ -34,14 +48,21 @@ class Tiers:
         static: the static tier's embedder: ``None`` distils one from
             ``model`` when that is a name, folder or spec; ``False`` for none;
             or an object that embeds.
-        index_dir: the index these models serve (named in errors).
+        place: the store these models serve, as errors name it (``the index at DIR``).
+        rebuild: how that store is built for another model, ``{model}`` its name.
+
+    Attributes:
+        model, int8: as given.
+        given_static: ``static`` as given.
     """
 
     def __init__(self, model: str | ModelSpec | TextEmbedder | None, int8: bool,
-                 static: TextEmbedder | bool | None, index_dir: Path) -> None:
-        self._model = model
-        self._int8 = int8
-        self._index_dir = index_dir
+                 static: TextEmbedder | bool | None, place: str, rebuild: str = REINDEX) -> None:
+        self._model = self.model = model
+        self._int8 = self.int8 = int8
+        self.given_static = static
+        self._place = place
+        self._rebuild = rebuild
         given = model if model is not None and hasattr(model, "embed_query") else None
         self._embedder: TextEmbedder | None = given  # type: ignore[assignment]
         self._static: TextEmbedder | None = static if hasattr(static, "embed_query") else None  # type: ignore[assignment]
@@ -74,6 +95,16 @@ class Tiers:
 
                 self._model_name = resolve_model(self._model).name  # type: ignore[arg-type]
         return self._model_name
+
+    def transformer_dim(self) -> int:
+        """The transformer's vector size, known without loading it (the catalogue's, else the embedder's; 384 when
+        neither says)."""
+        if self._embedder is not None:
+            return int(self._embedder.dim)
+        from codesearch.embedding.catalogue import resolve_model
+
+        dim = resolve_model(self._model).dim  # type: ignore[arg-type]
+        return int(dim) if dim else 384
 
     @property
     def embedder(self) -> TextEmbedder:
@@ -133,9 +164,9 @@ class Tiers:
 
     # -- guards --------------------------------------------------------------------
 
-    def may_write(self, manifest: IndexManifest) -> bool:
-        """Whether this searcher may update an index with this manifest (same model name, or both keyword-only)."""
-        stored = manifest.model_name
+    def may_write(self, stored: str | None) -> bool:
+        """Whether this searcher may update a store built by the model ``stored`` (the same name, or both
+        keyword-only)."""
         if self._model is None or stored is None:
             return self._model is None and stored is None
         try:
@@ -143,54 +174,56 @@ class Tiers:
         except ModelNotAvailableError:
             return False
 
-    def static_outdated(self, manifest: IndexManifest) -> bool:
-        """Whether the index's static vectors came from an older static tier of this same model (the package ships
-        a new one): derived data a writer recomputes, unlike a transformer tier of another export, which is refused.
+    def static_outdated(self, stored: StoredTier | None) -> bool:
+        """Whether a store's static vectors (``stored``, as its store records that tier) came from an older static
+        tier of this same model (the package ships a new one): derived data a writer recomputes, unlike a transformer
+        tier of another export, which is refused. Only a static tier this searcher chose itself (shipped or
+        distilled for its model) is codesearch's to replace; a static embedder given as an object is the caller's,
+        and another one's vectors are refused (:meth:`check`).
         """
-        stored = manifest.of(STATIC)
-        if stored is None or not self.has_static or stored.name != self.model_name:
+        if stored is None or not self._distil_static or stored.name != self.model_name:
             return False
         try:
             return stored.fingerprint != self.static_embedder.fingerprint
         except (ExportError, ModelNotAvailableError):
             return False
 
-    def check_name(self, manifest: IndexManifest) -> None:
-        """Refuse by name, before any model is loaded, an index built by another model.
+    def check_name(self, stored: str | None) -> None:
+        """Refuse by name, before any model is loaded, a store built by the model ``stored`` if that is another.
 
         Raises:
-            ModelMismatchError: the index was built by another model.
+            ModelMismatchError: the store was built by another model.
         """
-        asked, stored = self.model_name, manifest.model_name
+        asked = self.model_name
         if asked is None or stored is None or asked == stored:
             return
         raise ModelMismatchError(
-            f"the index at {self._index_dir} was built with model {stored!r}, not {asked!r}; search with "
-            f"--model {stored}, or re-index with `codesearch index --model {asked}`"
+            f"{self._place} was built with model {stored!r}, not {asked!r}; search with "
+            f"--model {stored}, or {self._rebuild.format(model=asked)}"
         )
 
-    def check(self, manifest: IndexManifest, tier: Tier, embedder: TextEmbedder) -> None:
-        """Refuse by fingerprint an embedding tier made by another model or export than ``embedder``.
+    def check(self, stored: StoredTier | None, tier: Tier, embedder: TextEmbedder) -> None:
+        """Refuse by fingerprint an embedding tier (``stored``, as its store records it) made by another model or
+        export than ``embedder``.
 
         Raises:
             ModelMismatchError: the tier's vectors came from another model or export.
         """
-        stored = manifest.of(tier)
         if stored is None or stored.fingerprint == embedder.fingerprint:
             return
         what = "static model" if tier == STATIC else "model"
-        if stored.name == embedder.spec.name:
+        name = embedder.spec.name
+        if stored.name == name:
             raise ModelMismatchError(
-                f"the index at {self._index_dir} was built with another export of {embedder.spec.name!r} "
+                f"{self._place} was built with another export of {name!r} "
                 f"({what} fingerprint {stored.fingerprint[:12]}, this one is {embedder.fingerprint[:12]}: "
-                "other export options, such as --fp32, or other library versions); "
-                f"re-index with `codesearch index --model {embedder.spec.name}`"
+                f"other export options, such as --fp32, or other library versions); {self._rebuild.format(model=name)}"
             )
         raise ModelMismatchError(
-            f"the index at {self._index_dir} was built with model {stored.name!r} "
+            f"{self._place} was built with model {stored.name!r} "
             f"({what} fingerprint {stored.fingerprint[:12]}), but this query would be embedded by "
-            f"{embedder.spec.name!r} (fingerprint {embedder.fingerprint[:12]}); re-index with "
-            f"`codesearch index --model {embedder.spec.name}` or search with --model {stored.name}"
+            f"{name!r} (fingerprint {embedder.fingerprint[:12]}); {self._rebuild.format(model=name)} "
+            f"or search with --model {stored.name}"
         )
 
     def answering(self, loaded: LoadedIndex, mask: np.ndarray | None = None) -> tuple[Tier, TextEmbedder]:
@@ -204,21 +237,21 @@ class Tiers:
         manifest = loaded.manifest
         unread_scope = loaded.read is not None and mask is not None and not (mask & loaded.read).any()
         if unread_scope and STATIC in loaded.vectors and self.has_static:
-            self.check(manifest, STATIC, self.static_embedder)
+            self.check(manifest.of(STATIC), STATIC, self.static_embedder)
             return STATIC, self.static_embedder
         if FULL in loaded.vectors:
-            self.check(manifest, FULL, self.embedder)
+            self.check(manifest.of(FULL), FULL, self.embedder)
             return FULL, self.embedder
         if STATIC in loaded.vectors and self.has_static:
-            self.check(manifest, STATIC, self.static_embedder)
+            self.check(manifest.of(STATIC), STATIC, self.static_embedder)
             return STATIC, self.static_embedder
         if STATIC not in loaded.vectors and manifest.model_name is None:
             raise ModelMismatchError(
-                f"the index at {self._index_dir} is keyword-only (built without a model); "
+                f"{self._place} is keyword-only (built without a model); "
                 "search with mode='bm25' (--mode bm25) or re-index with a model"
             )
-        self.check(manifest, FULL, self.embedder)  # a static index without a static model here
-        raise ModelMismatchError(f"the index at {self._index_dir} has only a static tier, which this searcher "
+        self.check(manifest.of(FULL), FULL, self.embedder)  # a static index without a static model here
+        raise ModelMismatchError(f"{self._place} has only a static tier, which this searcher "
                                  "cannot embed for; run `codesearch index` to add the transformer's")
 
 
@@ -229,4 +262,4 @@ def default_tier(tiers: Tiers, fast_start: bool) -> Tier:
     return STATIC if fast_start and tiers.has_static else FULL
 
 
-__all__ = ["KEYWORD_ONLY", "Tiers", "default_tier"]
+__all__ = ["KEYWORD_ONLY", "REINDEX", "StoredTier", "Tiers", "default_tier"]

@@ -454,7 +454,7 @@ class VectorSearch:
         return self._approximate(query, depth, mask)
 
     def _exact(self, query: np.ndarray, depth: int, mask: np.ndarray | None) -> DenseCandidates:
-        # The ranking's own cut (stages.candidates, score_ranges), kept step for step so results are bit-identical.
+        # The ranking's own cut (ranking.candidates: candidates, score_ranges), kept step for step so results are bit-identical.
         scores = self.vectors @ query
         within = self.covered if mask is None else (mask if self.covered is None else mask & self.covered)
         ids = top_k(scores, depth, mask=within)

@@ -1,6 +1,10 @@
-"""Keywords: the identifier-splitting analyzer and BM25 over its terms.
+"""Keywords: the identifier-splitting analyzer and BM25 over its terms, for either store.
 
-The old module ``codesearch.keyword`` is this package; its names stay importable from here.
+- :mod:`~codesearch.keyword.tokens`: the analyzer (identifiers split, lowercased);
+- :mod:`~codesearch.keyword.bm25`: :class:`BM25` (the estimator, its arrays) and :class:`BM25Builder` (a fit built
+  chunk by chunk, as the single index builds it);
+- :mod:`~codesearch.keyword.arrow`: the same fit from a column of joined terms (the corpus's rows);
+- :mod:`~codesearch.keyword.blob`: a fit as one blob, for a store that keeps it in a row.
 """
 
 from __future__ import annotations

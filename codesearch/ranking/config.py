@@ -7,8 +7,8 @@ from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
 from typing import Any
 
-from codesearch.ranking.facts import COMPAT, DECLARATION, EXAMPLE, PATH_CLASSES, REEXPORT, STUB
-from codesearch.scope import CONFIG, DOC, TEST
+from codesearch.files.kinds import CONFIG, DOC, TEST
+from codesearch.ranking.paths import COMPAT, DECLARATION, EXAMPLE, PATH_CLASSES, REEXPORT, STUB
 
 STAGES = ("definitions", "path_words", "coherence", "priors", "diversity")
 """The switchable stages after fusion, in the order they run."""
@@ -134,7 +134,7 @@ class Ranking:
             ``config`` 0.5: initial choices. A file is an ``example`` in an
             example folder or named ``example``/``examples`` (since 2026-12-03:
             DEV fold A 0.8640 -> 0.8646, fold B unchanged, held-out unchanged;
-            :func:`~codesearch.ranking.facts.path_classes`). ``declaration``
+            :func:`~codesearch.ranking.paths.path_classes`). ``declaration``
             (a TypeScript ``types`` module; weighs only a sentence that does
             not ask about types, :func:`~codesearch.ranking.stages.apply_priors`)
             0.5, decided under the protocol (2026-12-04, stored indexes of

@@ -1,309 +1,65 @@
-"""What the ranking stages know about an index, computed once when it is loaded.
+"""What the ranking stages know about a store's files and chunks: the same two objects for either store.
 
-:class:`IndexFacts` holds, for every chunk, its file and the definitions it
-holds, and for every file the words of its name and folder and the path classes
-that priors act on (tests, compat shims, examples, re-export files, type
-stubs, declaration modules, docs, config). Building it is one pass over the chunk records; every
-stage then reads arrays and dictionaries instead of paths and texts.
+:class:`FileFacts` holds, per file, what its path says (stem, path words, path
+classes and their priors: :mod:`codesearch.ranking.paths`), computed on first
+use. :class:`ChunkFacts` maps each chunk to its file and holds the symbol
+table; it is what the stages read (the :class:`RankingFacts` protocol). A
+single index builds both once when it is loaded, with whole-index arrays; a
+corpus keeps the :class:`FileFacts` of the repositories searched and maps a
+query's candidates to them. Every stage then reads arrays and dictionaries
+instead of paths and texts.
 """
 
 from __future__ import annotations
 
-import re
+import copy
 from bisect import bisect_right
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from functools import cached_property, lru_cache
-from typing import Any
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from functools import cached_property
+from typing import Any, Protocol
 
 import numpy as np
 
-from codesearch.exceptions import IndexCorruptError
-from codesearch.keyword.tokens import split_identifier
-from codesearch.scope import CONFIG, DOC, TEST, kind_of
-from codesearch.strings import Strings, ascending
+from codesearch.chunking.symbols import SymbolScan, SymbolTable
+from codesearch.ranking.paths import file_stem, key_words, path_classes, path_key, path_words, same_word, squash_name
 
-# Path classes that priors act on (see Ranking.priors).
-COMPAT = "compat"
-EXAMPLE = "example"
-REEXPORT = "reexport"
-STUB = "stub"
-DECLARATION = "declaration"
-PATH_CLASSES = (TEST, COMPAT, EXAMPLE, REEXPORT, STUB, DECLARATION, DOC, CONFIG)
-
-_COMPAT_DIRS = frozenset({"compat", "_compat", "legacy", "deprecated"})
-_EXAMPLE_DIRS = frozenset({"example", "examples", "_example", "_examples", "docs_src", "samples", "sample"})
-_EXAMPLE_STEMS = frozenset({"example", "examples"})
-"""File stems that make a file an example wherever it lies (``lua/lazy/example.lua``), as its folder would."""
-_REEXPORT_FILES = frozenset({"__init__.py", "package-info.java", "module-info.java"})
-_TYPESCRIPT = (".ts", ".mts", ".cts", ".tsx")
-_DECLARATION_NAMES = frozenset({"types"})
-"""A TypeScript module of this stem, or in a folder of this name, declares types (``src/types/store.ts``)."""
-QUALIFIERS = re.compile(r"::|\\|->|\.|#|:")
-"""What separates the parts of a qualified name in the languages indexed: ``::``, ``\\``, ``->``, ``.``, ``#``, ``:``."""
+Symbols = SymbolTable | SymbolScan
+"""A symbol table, or a scan that answers as one."""
 
 
-def definition_names(symbol: str) -> tuple[str, ...]:
-    """The names a definition answers to, as written: ``Session.send`` -> (``Session.send``, ``send``).
+class RankingFacts(Protocol):
+    """What the ranking stages read about chunks and files, whole-index where the stage needs it."""
 
-    Rust impls (``impl fmt::Display for Foo``) answer to the type; Go methods
-    with a pointer receiver (``(*Client).Do``) lose the decoration.
-    """
-    text = symbol.strip()
-    if text.startswith("impl "):
-        text = text[5:].rsplit(" for ", 1)[-1]
-    text = text.replace("(*", "").replace(")", "").replace("(", "")
-    last = QUALIFIERS.split(text)[-1].strip("*& ")
-    return (text, last) if last and last != text else (text,)
+    @property
+    def file_of(self) -> np.ndarray | Mapping[int, int]:
+        """Chunk -> its file's number."""
+        ...
 
+    @property
+    def stems(self) -> Sequence[str]:
+        """File number -> its lowercased stem."""
+        ...
 
-def same_word(a: str, b: str) -> bool:
-    """Whether two lowercased words are forms of one word: equal, or differing only past a shared stem.
+    @property
+    def files(self) -> Sequence[str]:
+        """The files (only their count is read: path words weigh by file frequency)."""
+        ...
 
-    The shared prefix must be at least 3 letters and reach all but the last
-    two letters of the shorter word, and the longer may go on past it by at
-    most as many letters as the shorter has (4 at least): ``test``/``tests``,
-    ``parse``/``parser``, ``preprocessed``/``preprocessing``,
-    ``dependency``/``dependencies`` are forms of one word; ``cat``/``category``
-    and ``form``/``formatter`` are not.
-    """
-    if a == b:
-        return True
-    short, long = min(len(a), len(b)), max(len(a), len(b))
-    if short < 3:
-        return False
-    common = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        common += 1
-    return common >= 3 and common >= short - 2 and long - common <= max(4, short)
+    def files_matching(self, word: str) -> Collection[int]:
+        """Files whose stem or parent folder holds a form of ``word``."""
+        ...
 
+    def files_named(self, name: str) -> Sequence[int]:
+        """Files whose whole stem is ``name``, squashed."""
+        ...
 
-def file_stem(name: str) -> str:
-    """A file name without its last extension: ``SqlMapper.Async.cs`` -> ``SqlMapper.Async``."""
-    dot = name.rfind(".")
-    return name[:dot] if dot > 0 else name
+    def defining(self, names: Iterable[str]) -> dict[int, str]:
+        """Chunks in scope that define any of ``names`` (case-insensitive), with the name as written there."""
+        ...
 
-
-def squash_name(name: str) -> str:
-    """A name lowercased without ``_`` and ``-``: the form in which a file stem and a query word meet."""
-    return name.lower().replace("_", "").replace("-", "")
-
-
-def path_key(path: str) -> tuple[str, str]:
-    """What a file's path words come from: its parent folder's name and its stem (``src/http/Client.java`` ->
-    ``("http", "Client")``)."""
-    folder, _, name = path.rpartition("/")
-    return folder.rpartition("/")[2], file_stem(name)
-
-
-def path_words(path: str) -> frozenset[str]:
-    """Lowercased words of a file's stem and its parent folder, identifiers split (``HttpClient`` -> http, client)."""
-    return _key_words(path_key(path))
-
-
-def _key_words(key: tuple[str, str]) -> frozenset[str]:
-    parent, stem = key
-    return _name_words(stem) | _name_words(parent)
-
-
-@lru_cache(maxsize=1 << 16)
-def _name_words(name: str) -> frozenset[str]:
-    """The words of one name (a stem or a folder): many files share a folder, so each is split once."""
-    words: set[str] = set()
-    for word in re.findall(r"[A-Za-z0-9_]+", name):
-        words.update(w for w in (word.lower(), *split_identifier(word)) if w)
-    return frozenset(words)
-
-
-def path_classes(path: str, kind: str | None = None) -> frozenset[str]:
-    """The path classes of a file: ``test``, ``compat``, ``example``, ``reexport``, ``stub``, ``declaration``,
-    ``doc``, ``config``.
-
-    A ``declaration`` file is a TypeScript module of type declarations by
-    its name: ``types.ts`` or any module in a ``types`` folder (redux's
-    ``src/types/store.ts``), where an interface and its documentation answer
-    for code that lives elsewhere. A test or a stub (``.d.ts``) is not one:
-    those classes have their own priors, which would otherwise stack.
-
-    ``kind`` is the file's :func:`~codesearch.scope.kind_of`, when the caller has it already.
-    """
-    folder, _, name = path.rpartition("/")
-    found = {kind or kind_of(path)} & {TEST, DOC, CONFIG}
-    from_folders = _folder_classes(folder)
-    found |= from_folders - {DECLARATION}
-    if name in _REEXPORT_FILES:
-        found.add(REEXPORT)
-    if file_stem(name).lower() in _EXAMPLE_STEMS:
-        found.add(EXAMPLE)
-    if name.endswith((".d.ts", ".d.mts", ".d.cts", ".pyi")):
-        found.add(STUB)
-    if not found & {TEST, STUB} and _is_declaration(name, from_folders):
-        found.add(DECLARATION)
-    return frozenset(found)
-
-
-def _is_declaration(name: str, from_folders: frozenset[str]) -> bool:
-    """Whether a file is a TypeScript module of type declarations by its name or its folders' classes (see
-    :func:`path_classes`)."""
-    if not name.lower().endswith(_TYPESCRIPT):
-        return False
-    return file_stem(name).lower() in _DECLARATION_NAMES or DECLARATION in from_folders
-
-
-@lru_cache(maxsize=1 << 16)
-def _folder_classes(folder: str) -> frozenset[str]:
-    """The classes a file takes from its folders (``compat``, ``example``; ``declaration``, which only a TypeScript
-    file keeps, :func:`_is_declaration`): the files of a folder share them."""
-    dirs = [d.lower() for d in folder.split("/")] if folder else []
-    found = set()
-    if any(d in _COMPAT_DIRS for d in dirs):
-        found.add(COMPAT)
-    if any(d in _EXAMPLE_DIRS for d in dirs):
-        found.add(EXAMPLE)
-    if any(d in _DECLARATION_NAMES for d in dirs):
-        found.add(DECLARATION)
-    return frozenset(found)
-
-
-@dataclass(frozen=True, slots=True)
-class Definition:
-    """A chunk that defines a name: which chunk, and the name as written there."""
-
-    chunk: int
-    name: str
-
-
-class SymbolTable:
-    """Lowercased definition name -> the chunks that define it, with the name as each writes it.
-
-    Kept as arrays (names in byte order, so a lookup is a binary search), it is
-    built once when an index is built and opens without a Python object per name.
-    """
-
-    def __init__(self, names: Strings, start: np.ndarray, chunks: np.ndarray, written: Strings) -> None:
-        self.names, self.start, self.chunks, self.written = names, start, chunks, written
-
-    @classmethod
-    def build(cls, symbols: Iterable[tuple[int, Iterable[str]]]) -> SymbolTable:
-        """From ``(chunk, its symbols)`` in chunk order: each symbol answers to its :func:`definition_names`."""
-        table: dict[str, list[Definition]] = {}
-        for chunk, names in symbols:
-            for symbol in names:
-                for name in definition_names(symbol):
-                    lower = name.lower()
-                    entries = table.setdefault(lower, [])
-                    if not entries or entries[-1].chunk != chunk:
-                        entries.append(Definition(chunk, name))
-        keys = sorted(table, key=lambda k: k.encode("utf-8", "surrogatepass"))
-        entries = [entry for key in keys for entry in table[key]]
-        start = np.zeros(len(keys) + 1, dtype=np.int64)
-        np.cumsum([len(table[key]) for key in keys], out=start[1:])
-        return cls(Strings.of(keys), start, np.array([e.chunk for e in entries], dtype=np.int32),
-                   Strings.of(e.name for e in entries))
-
-    def get(self, lower: str) -> list[Definition]:
-        """The definitions of a lowercased name, in chunk order (empty when none)."""
-        found = self.names.find(lower)
-        if found is None:
-            return []
-        return [Definition(int(self.chunks[j]), self.written[j]) for j in range(int(self.start[found]),
-                                                                               int(self.start[found + 1]))]
-
-    def __contains__(self, lower: object) -> bool:
-        return isinstance(lower, str) and self.names.find(lower) is not None
-
-    def to_arrays(self) -> dict[str, np.ndarray]:
-        return {**self.names.to_arrays("symtab_names"), "symtab_start": self.start, "symtab_chunks": self.chunks,
-                **self.written.to_arrays("symtab_written")}
-
-    @classmethod
-    def from_arrays(cls, arrays: Mapping[str, np.ndarray], chunks: int | None = None) -> SymbolTable:
-        """The table a store generation holds, over ``chunks`` chunks (when given, every entry must name one).
-
-        Raises:
-            KeyError: an array is missing (an index from an older codesearch).
-            IndexCorruptError: the arrays do not fit together.
-        """
-        table = cls(Strings.from_arrays(arrays, "symtab_names"), arrays["symtab_start"], arrays["symtab_chunks"],
-                    Strings.from_arrays(arrays, "symtab_written"))
-        start, entries = table.start, table.chunks
-        if (start.ndim != 1 or entries.ndim != 1 or len(start) != len(table.names) + 1 or int(start[0]) != 0
-                or int(start[-1]) != len(entries) or len(table.written) != len(entries) or not ascending(start)
-                or (chunks is not None and len(entries) and (int(entries.min()) < 0 or int(entries.max()) >= chunks))):
-            raise IndexCorruptError("the stored symbol table does not fit together; re-run `codesearch index`")
-        return table
-
-
-class SymbolScan:
-    """A :class:`SymbolTable`'s answers found name by name in the chunks' symbols, without building the table.
-
-    What a repository opened for one query needs: building the whole table
-    calls :func:`definition_names` on every symbol (about 10 ms per 1,000
-    chunks), while a query names one or two identifiers. A name is looked for
-    as a substring of every symbol at once (lowercased, Go's pointer receivers
-    undecorated, as :func:`definition_names` writes them), and only the symbols
-    that hold it, or any character beyond ASCII (whose lowercase may read
-    otherwise alone) or a newline, are split: :meth:`get` returns what
-    ``SymbolTable.build(symbols).get(name)`` returns.
-
-    Args:
-        symbols: each chunk's symbols (``None`` or empty for none), in chunk order.
-    """
-
-    def __init__(self, symbols: Sequence[Sequence[str] | None]) -> None:
-        self._symbols = symbols
-        self._joined: str | None = None
-        self._found: dict[str, list[Definition]] = {}
-
-    def _prepare(self) -> None:
-        chunk_of: list[int] = []
-        texts: list[str] = []
-        for chunk, names in enumerate(self._symbols):
-            if names:
-                chunk_of.extend([chunk] * len(names))
-                texts.extend(names)
-        self._chunk_of, self._texts = chunk_of, texts
-        # One line per symbol ("(*", ")" and "(" hold no newline, so removing them never joins two lines). A symbol
-        # written over lines (a Rust impl for a tuple type) is searched with spaces for its newlines, and always split.
-        joined = "\n".join(texts)
-        over_lines: list[int] = []
-        if joined.count("\n") != max(len(texts) - 1, 0):
-            over_lines = [i for i, text in enumerate(texts) if "\n" in text]
-            joined = "\n".join(text.replace("\n", " ") for text in texts)
-        joined = joined.lower().replace("(*", "").replace(")", "").replace("(", "")
-        lines = joined.split("\n")
-        self._starts = np.cumsum([0] + [len(line) + 1 for line in lines[:-1]]).tolist() if texts else []
-        self._always = [i for i, text in enumerate(texts) if not text.isascii()] + over_lines
-        self._joined = joined
-
-    def get(self, lower: str) -> list[Definition]:
-        """The definitions of a lowercased name, in chunk order (empty when none)."""
-        found = self._found.get(lower)
-        if found is not None:
-            return found
-        if self._joined is None:
-            self._prepare()
-        joined, starts = self._joined, self._starts
-        assert joined is not None
-        holding = set(self._always) if lower else set(range(len(self._texts)))
-        at = joined.find(lower) if lower else -1
-        while at >= 0:
-            line = bisect_right(starts, at) - 1
-            holding.add(line)
-            at = joined.find(lower, starts[line + 1]) if line + 1 < len(starts) else -1
-        found = []
-        for i in sorted(holding):
-            chunk = self._chunk_of[i]
-            for name in definition_names(self._texts[i]):
-                if name.lower() == lower and (not found or found[-1].chunk != chunk):
-                    found.append(Definition(chunk, name))
-        self._found[lower] = found
-        return found
-
-    def __contains__(self, lower: object) -> bool:
-        return isinstance(lower, str) and bool(self.get(lower))
+    def chunk_priors(self, multipliers: Mapping[str, float]) -> np.ndarray | Mapping[int, float]:
+        """Per chunk, the product of the multipliers of its file's path classes."""
+        ...
 
 
 def _line_starts(lines: Sequence[str]) -> list[int]:
@@ -314,79 +70,29 @@ def _line_starts(lines: Sequence[str]) -> list[int]:
     return starts
 
 
-class IndexFacts:
-    """Per-chunk and per-file facts that ranking stages read.
+class FileFacts:
+    """Per-file facts the stages read, each computed on first use.
 
     Args:
-        chunks: the chunk records of an index, each with ``path`` and
-            optionally ``kind`` and ``symbols`` (or see :meth:`from_columns`).
+        paths: the files, numbered by their place.
+        kinds: each file's kind where known (spares :func:`~codesearch.files.kinds.kind_of` per file).
 
     Attributes:
-        files: the paths of the files that have chunks, in chunk order.
-        file_of: int array, the file number of each chunk.
-        symbols: the symbol table (:class:`SymbolTable`).
-        chunks_of: the chunk numbers of each file, in order.
+        files: the paths.
         words: per file, the words of its stem and parent folder.
         classes: per file, its path classes.
         stems: per file, the lowercased stem (file name without its last extension).
-
-    The per-file facts are computed on first use, so an index opens without them.
     """
 
-    def __init__(self, chunks: Sequence[Mapping[str, Any]]) -> None:
-        file_index: dict[str, int] = {}
-        file_of = np.empty(len(chunks), dtype=np.int64)
-        files: list[str] = []
-        for i, chunk in enumerate(chunks):
-            number = file_index.setdefault(chunk["path"], len(files))
-            if number == len(files):
-                files.append(chunk["path"])
-            file_of[i] = number
-        self._setup(files, file_of, SymbolTable.build((i, c.get("symbols", ())) for i, c in enumerate(chunks)))
-
-    @classmethod
-    def from_columns(cls, paths: Sequence[str], file_of: np.ndarray,
-                     symbols: SymbolTable | SymbolScan | Callable[[], SymbolTable],
-                     kinds: Sequence[str | None] | None = None) -> IndexFacts:
-        """Facts of an index stored as columns: every file's path (chunked or not), each chunk's file number, and
-        where known each file's kind (its chunks'; spares :func:`~codesearch.scope.kind_of` per file on open).
-        ``symbols`` may be a function that builds the table, called when a search first needs it (a query naming
-        no identifier never does)."""
-        has_chunks = np.bincount(file_of, minlength=len(paths)) > 0
-        renumber = np.cumsum(has_chunks) - 1
-        facts = cls.__new__(cls)
-        keep = has_chunks.tolist()
-        facts._setup([p for p, k in zip(paths, keep) if k], renumber[file_of], symbols,
-                     [kind for kind, k in zip(kinds, keep) if k] if kinds is not None else None)
-        return facts
-
-    def _setup(self, files: list[str], file_of: np.ndarray, symbols: SymbolTable | SymbolScan | Callable[[], SymbolTable],
-               kinds: list[str | None] | None = None) -> None:
-        self.files = files
-        self.file_of = file_of
-        self._symbols = symbols
+    def __init__(self, paths: Sequence[str], kinds: Sequence[str | None] | None = None) -> None:
+        self.files = list(paths)
         self._kinds = kinds
         self._named: dict[str, list[int]] = {}
         self._files_matching: dict[str, frozenset[int]] = {}
-        self._prior_cache: dict[tuple[tuple[str, float], ...], np.ndarray] = {}
+        self._priors: dict[tuple[tuple[str, float], ...], np.ndarray] = {}
 
     def __len__(self) -> int:
-        return len(self.file_of)
-
-    @property
-    def symbols(self) -> SymbolTable | SymbolScan:
-        """The symbol table (:class:`SymbolTable`, or a :class:`SymbolScan` answering as one), built on first use
-        when it was given as a function."""
-        if not isinstance(self._symbols, (SymbolTable, SymbolScan)):
-            self._symbols = self._symbols()
-        return self._symbols
-
-    @cached_property
-    def chunks_of(self) -> list[list[int]]:
-        out: list[list[int]] = [[] for _ in self.files]
-        for i, number in enumerate(self.file_of.tolist()):
-            out[number].append(i)
-        return out
+        return len(self.files)
 
     @cached_property
     def classes(self) -> list[frozenset[str]]:
@@ -466,85 +172,157 @@ class IndexFacts:
             at = text.find(prefix) if prefix else -1
             while at >= 0:
                 k = bisect_right(starts, at) - 1
-                if any(c[:3] == prefix and same_word(word, c) for c in _key_words(keys[k])):
+                if any(c[:3] == prefix and same_word(word, c) for c in key_words(keys[k])):
                     numbers.extend(files_of[k])
                 at = text.find(prefix, starts[k + 1]) if k + 1 < len(starts) else -1
             found = self._files_matching[word] = frozenset(numbers)
         return found
 
-    def defining(self, names: Iterable[str]) -> dict[int, str]:
-        """Chunks that define any of ``names`` (case-insensitive), with the name as the chunk writes it."""
-        found: dict[int, str] = {}
-        for name in names:
-            for entry in self.symbols.get(name.lower()):
-                found.setdefault(entry.chunk, entry.name)
-        return found
-
-    def scoped(self, mask: np.ndarray | None) -> IndexFacts | _ScopedFacts:
-        """These facts as a search scoped to ``mask`` sees them: :meth:`defining` finds only chunks in scope."""
-        return self if mask is None else _ScopedFacts(self, mask)
-
-    def chunk_priors(self, multipliers: Mapping[str, float]) -> np.ndarray:
-        """Per chunk, the product of the multipliers of its file's path classes (cached per multiplier set).
-
-        Ranking asks for it on every query, so the per-file products and their
-        spread over the chunks are computed once per index.
-        """
+    def priors(self, multipliers: Mapping[str, float]) -> np.ndarray:
+        """Per file, the product of the multipliers of its path classes (cached per multiplier set)."""
         key = tuple(sorted(multipliers.items()))
-        cached = self._prior_cache.get(key)
+        cached = self._priors.get(key)
         if cached is None:
-            per_file = np.ones(len(self.files), dtype=np.float64)
+            cached = np.ones(len(self.files), dtype=np.float64)
             for number, classes in enumerate(self.classes):
                 for name in classes:
-                    per_file[number] *= multipliers.get(name, 1.0)
-            cached = self._prior_cache[key] = per_file[self.file_of]
+                    cached[number] *= multipliers.get(name, 1.0)
+            self._priors[key] = cached
         return cached
 
 
-class _ScopedFacts:
-    """An :class:`IndexFacts` seen by a scoped search: its symbol table answers only for chunks in scope."""
+class _Lazy:
+    """A symbol table given as a function, built when a search first needs one (shared by a facts' scoped views)."""
 
-    def __init__(self, facts: IndexFacts, mask: np.ndarray) -> None:
-        self._facts = facts
-        self._mask = mask
+    def __init__(self, symbols: Symbols | Callable[[], SymbolTable]) -> None:
+        self.value = symbols
 
-    @property
-    def file_of(self) -> np.ndarray:
-        return self._facts.file_of
+    def get(self) -> Symbols:
+        if not isinstance(self.value, (SymbolTable, SymbolScan)):
+            self.value = self.value()
+        return self.value
+
+
+class ChunkFacts:
+    """The :class:`RankingFacts` of a store's chunks: which file each is in, and which names they define.
+
+    Args:
+        files: the files' facts.
+        file_of: each chunk's file number: an array over every chunk of an
+            index, or a mapping over the chunks one query ranks.
+        symbols: the symbol table, or a function that builds it (called when a
+            search first needs it: a query naming no identifier never does).
+
+    Attributes:
+        file_facts: ``files``.
+        files, stems, classes, words: the files' (see :class:`FileFacts`).
+        file_of: ``file_of``.
+        chunks_of: the chunk numbers of each file, in order (an array ``file_of`` only).
+
+    :meth:`scoped` gives the facts a scoped search reads: the same, but
+    :meth:`defining` finds only chunks in scope.
+    """
+
+    def __init__(self, files: FileFacts, file_of: np.ndarray | Mapping[int, int],
+                 symbols: Symbols | Callable[[], SymbolTable]) -> None:
+        self.file_facts = files
+        self.files = files.files
+        self.file_of = file_of
+        self._symbols = _Lazy(symbols)
+        self._mask: np.ndarray | None = None
+        self._chunk_priors: dict[tuple[tuple[str, float], ...], np.ndarray] = {}
+
+    @classmethod
+    def of_records(cls, chunks: Sequence[Mapping[str, Any]]) -> ChunkFacts:
+        """Facts of chunk records, each with ``path`` and optionally ``symbols``, in chunk order."""
+        file_index: dict[str, int] = {}
+        file_of = np.empty(len(chunks), dtype=np.int64)
+        files: list[str] = []
+        for i, chunk in enumerate(chunks):
+            number = file_index.setdefault(chunk["path"], len(files))
+            if number == len(files):
+                files.append(chunk["path"])
+            file_of[i] = number
+        return cls(FileFacts(files), file_of, SymbolTable.build((i, c.get("symbols", ())) for i, c in enumerate(chunks)))
+
+    @classmethod
+    def from_columns(cls, paths: Sequence[str], file_of: np.ndarray, symbols: Symbols | Callable[[], SymbolTable],
+                     kinds: Sequence[str | None] | None = None) -> ChunkFacts:
+        """Facts of an index stored as columns: every file's path (chunked or not), each chunk's file number, and
+        where known each file's kind (its chunks'). Files without chunks are left out (renumbered)."""
+        has_chunks = np.bincount(file_of, minlength=len(paths)) > 0
+        renumber = np.cumsum(has_chunks) - 1
+        keep = has_chunks.tolist()
+        files = FileFacts([p for p, k in zip(paths, keep) if k],
+                          [kind for kind, k in zip(kinds, keep) if k] if kinds is not None else None)
+        return cls(files, renumber[file_of], symbols)
+
+    def __len__(self) -> int:
+        return len(self.file_of)
 
     @property
     def stems(self) -> list[str]:
-        return self._facts.stems
+        return self.file_facts.stems
 
     @property
-    def files(self) -> list[str]:
-        return self._facts.files
+    def classes(self) -> list[frozenset[str]]:
+        return self.file_facts.classes
+
+    @property
+    def words(self) -> list[frozenset[str]]:
+        return self.file_facts.words
+
+    @property
+    def symbols(self) -> Symbols:
+        """The symbol table (:class:`SymbolTable`, or a :class:`SymbolScan` answering as one)."""
+        return self._symbols.get()
+
+    @cached_property
+    def chunks_of(self) -> list[list[int]]:
+        out: list[list[int]] = [[] for _ in self.files]
+        for i, number in enumerate(np.asarray(self.file_of).tolist()):
+            out[number].append(i)
+        return out
 
     def files_matching(self, word: str) -> frozenset[int]:
-        return self._facts.files_matching(word)
+        return self.file_facts.files_matching(word)
 
     def files_named(self, name: str) -> list[int]:
-        return self._facts.files_named(name)
-
-    def chunk_priors(self, multipliers: Mapping[str, float]) -> np.ndarray:
-        return self._facts.chunk_priors(multipliers)
+        return self.file_facts.files_named(name)
 
     def defining(self, names: Iterable[str]) -> dict[int, str]:
-        return {chunk: name for chunk, name in self._facts.defining(names).items() if self._mask[chunk]}
+        """Chunks (in scope, for :meth:`scoped` facts) that define any of ``names`` (case-insensitive), with the
+        name as the chunk writes it."""
+        found: dict[int, str] = {}
+        symbols = self.symbols
+        for name in names:
+            for entry in symbols.get(name.lower()):
+                found.setdefault(entry.chunk, entry.name)
+        if self._mask is not None:
+            mask = self._mask
+            return {chunk: name for chunk, name in found.items() if mask[chunk]}
+        return found
+
+    def scoped(self, mask: np.ndarray | None) -> ChunkFacts:
+        """These facts as a search scoped to ``mask`` sees them: :meth:`defining` finds only chunks in scope (the
+        symbol table and the caches are shared)."""
+        if mask is None:
+            return self
+        view = copy.copy(self)
+        view._mask = mask
+        return view
+
+    def chunk_priors(self, multipliers: Mapping[str, float]) -> np.ndarray | dict[int, float]:
+        """Per chunk, the product of the multipliers of its file's path classes: an array (cached per multiplier set:
+        ranking asks on every query) over an index's chunks, a dictionary over a query's."""
+        per_file = self.file_facts.priors(multipliers)
+        if isinstance(self.file_of, Mapping):
+            return {chunk: float(per_file[number]) for chunk, number in self.file_of.items()}
+        key = tuple(sorted(multipliers.items()))
+        cached = self._chunk_priors.get(key)
+        if cached is None:
+            cached = self._chunk_priors[key] = per_file[self.file_of]
+        return cached
 
 
-__all__ = [
-    "PATH_CLASSES",
-    "QUALIFIERS",
-    "Definition",
-    "IndexFacts",
-    "SymbolScan",
-    "SymbolTable",
-    "definition_names",
-    "file_stem",
-    "path_classes",
-    "path_key",
-    "path_words",
-    "same_word",
-    "squash_name",
-]
+__all__ = ["ChunkFacts", "FileFacts", "RankingFacts", "Symbols"]

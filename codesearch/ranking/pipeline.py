@@ -1,8 +1,8 @@
 """The ranking pipeline: the stages of :mod:`codesearch.ranking.stages`, in order, as a :class:`Ranking` says.
 
-It reads retrieval's output through the seam of :mod:`codesearch.ranking.source`
-(candidate lists and the facts about them), so any store that can give those
-is ranked by the same stages.
+It reads retrieval's output as :class:`~codesearch.ranking.candidates.Candidates`
+and the facts about them (:class:`~codesearch.ranking.facts.RankingFacts`), so
+any store that can give those is ranked by the same stages.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from collections.abc import Mapping
 import numpy as np
 
 from codesearch.ranking import stages
+from codesearch.ranking.candidates import Candidates, candidates_from_scores
 from codesearch.ranking.config import Ranking
-from codesearch.ranking.facts import IndexFacts
+from codesearch.ranking.facts import ChunkFacts, RankingFacts
 from codesearch.ranking.query import analyze_query
-from codesearch.ranking.source import Candidates, RankingFacts, candidates_from_scores
 
 
 def rank(
@@ -66,7 +66,7 @@ def rank(
 def rank_scores(
     query: str,
     lists: Mapping[str, np.ndarray],
-    facts: IndexFacts,
+    facts: ChunkFacts,
     ranking: Ranking,
     k: int,
     mask: np.ndarray | None = None,

@@ -16,7 +16,7 @@ from functools import lru_cache
 from itertools import pairwise
 
 from codesearch.keyword.tokens import split_identifier
-from codesearch.ranking.facts import squash_name
+from codesearch.ranking.paths import squash_name
 
 # A query that is one symbol: qualified (a.b, a::b, a\b, a->b), a leading
 # underscore, an inner capital or underscore, or a capitalised word ("Router").
@@ -69,7 +69,7 @@ class QueryProfile:
             identifiers split into their parts, for matching file and folder
             names.
         file_names: what a file asked for by name would be called, squashed
-            (see :func:`~codesearch.ranking.facts.squash_name`): each content
+            (see :func:`~codesearch.ranking.paths.squash_name`): each content
             word as written, without a plural ``s``, and each pair of
             neighbouring words joined (``manage hook`` -> ``managehook``).
         asks_types: a sentence that asks about types, interfaces or

@@ -1,13 +1,12 @@
-"""The ranking stages: candidates -> fuse -> definitions -> path words -> coherence -> priors -> diversity.
+"""The ranking stages after the candidates: fuse -> definitions -> path words -> coherence -> priors -> diversity.
 
 Each stage is a small function over the candidate scores (``{chunk: score}``),
-the query's :class:`~codesearch.ranking.query.QueryProfile`, the index's
-:class:`~codesearch.ranking.facts.IndexFacts` and the knobs in
+the query's :class:`~codesearch.ranking.query.QueryProfile`, the store's
+:class:`~codesearch.ranking.facts.RankingFacts` and the knobs in
 :class:`~codesearch.ranking.config.Ranking`. The boosts add a multiple of
 ``top``, the best fused score, so each stage's strength is the same whatever
-the retrievers' scales and no boost compounds another. Before the candidates
-are cut, the keyword lists take the priors of docs and config
-(:func:`weigh_keyword_lists`).
+the retrievers' scales and no boost compounds another. The candidates
+themselves come from :mod:`codesearch.ranking.candidates`.
 """
 
 from __future__ import annotations
@@ -15,57 +14,17 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
 
 import numpy as np
 
+from codesearch.ranking.candidates import KEYWORD_LISTS
 from codesearch.ranking.config import Ranking
-from codesearch.ranking.facts import DECLARATION, squash_name
+from codesearch.ranking.facts import RankingFacts
 from codesearch.ranking.fusion import weighted_votes
+from codesearch.ranking.paths import DECLARATION, squash_name
 from codesearch.ranking.query import QueryProfile
-from codesearch.topk import top_k
-
-if TYPE_CHECKING:
-    from codesearch.ranking.source import RankingFacts
 
 Scores = dict[int, float]
-
-KEYWORD_LISTS = frozenset({"bm25"})
-"""Lists whose zero scores mean "shares no term with the query" (left out of the candidates)."""
-
-
-def weigh_keyword_lists(lists: Mapping[str, np.ndarray], facts: RankingFacts, ranking: Ranking) -> dict[str, np.ndarray]:
-    """The keyword lists times the priors of the path classes in ``ranking.keyword_priors``; the others as given.
-
-    Run before :func:`candidates`, so a chunk the priors bury anyway (a README
-    whose prose matches a plain-English query) does not take a keyword place
-    from code, nor become the top that :func:`fuse` scales the list's scores by.
-    """
-    multipliers = {name: m for name, m in ranking.prior_multipliers.items() if name in ranking.keyword_priors}
-    if not multipliers or KEYWORD_LISTS.isdisjoint(lists):
-        return dict(lists)
-    priors = facts.chunk_priors(multipliers)
-    return {name: scores * priors if name in KEYWORD_LISTS else scores for name, scores in lists.items()}
-
-
-def candidates(lists: Mapping[str, np.ndarray], n: int, mask: np.ndarray | None = None,
-               covered: Mapping[str, np.ndarray] | None = None) -> dict[str, list[int]]:
-    """The ``n`` best chunks of each retriever's scores, in scope, best first.
-
-    Args:
-        lists: retriever name (``"bm25"``, ``"dense"``, ``"static"``) -> one score per chunk.
-        n: how many per list.
-        mask: chunks in scope, or None for all.
-        covered: per list, the chunks it scored (the others' scores mean nothing), where not all.
-    """
-    found = {}
-    for name, scores in lists.items():
-        within = mask
-        if covered is not None and name in covered:
-            within = covered[name] if mask is None else mask & covered[name]
-        found[name] = top_k(scores, n, mask=within, above=0.0 if name in KEYWORD_LISTS else None).tolist()
-    return found
-
 
 def list_weights(profile: QueryProfile, present: Sequence[str], ranking: Ranking) -> dict[str, float]:
     """Each list's weight in fusion: the semantic share (by query kind) split among the embedding lists."""
@@ -83,15 +42,6 @@ def list_weights(profile: QueryProfile, present: Sequence[str], ranking: Ranking
     for name in semantic:
         weights.setdefault(name, share / len(semantic))
     return weights
-
-
-def score_ranges(ranked: Mapping[str, Sequence[int]], lists: Mapping[str, np.ndarray]) -> dict[str, tuple[float, float]]:
-    """Each list's ``(lowest, highest)`` score over its candidates ``ranked`` (best first)."""
-    ranges = {}
-    for name, chunks in ranked.items():
-        if len(chunks):
-            ranges[name] = (float(lists[name][chunks[-1]]), float(lists[name][chunks[0]]))
-    return ranges
 
 
 def fuse(ranked: Mapping[str, Sequence[int]], weights: Mapping[str, float], rrf_k: float,
@@ -305,17 +255,13 @@ def _rows(vectors: np.ndarray | Mapping[int, np.ndarray], chunks: list[int]) -> 
 
 
 __all__ = [
-    "KEYWORD_LISTS",
     "Scores",
     "apply_priors",
     "boost_coherence",
     "boost_definitions",
     "boost_path_words",
-    "candidates",
     "diversify",
     "fuse",
     "list_weights",
     "ordered",
-    "score_ranges",
-    "weigh_keyword_lists",
 ]

@@ -1,7 +1,7 @@
 """The JSON API: one table of endpoints and their parameters, read by the request parser and the OpenAPI document.
 
 Each endpoint answers what a CLI command prints with ``--json`` (the same
-text: :func:`codesearch.answers.pretty_json`), from :class:`Served`. Errors are
+text: :func:`codesearch.faces.answers.pretty_json`), from :class:`Served`. Errors are
 one line, ``{"error": "..."}``, with the status that fits: 400 for a bad
 argument (the library's message, or the parser's for a value that is not the
 type asked), 404 for a repository, index or endpoint that is not here, 403 for
@@ -20,7 +20,6 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from codesearch.answers import pretty_json
 from codesearch.exceptions import (
     CodeSearchError,
     CorpusNotFoundError,
@@ -33,6 +32,7 @@ from codesearch.exceptions import (
     RepositoryNotServedError,
     RootNotFoundError,
 )
+from codesearch.faces.answers import pretty_json
 from codesearch.server.served import NotAvailableError, Served
 
 Kind = Literal["string", "integer", "boolean", "array"]

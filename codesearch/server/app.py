@@ -1,7 +1,7 @@
 """``codesearch serve``: the JSON API, MCP over streamable HTTP and the search page, in one Starlette app.
 
 :func:`create_app` wires the roles: :mod:`~codesearch.server.api` (``/api/...``),
-the MCP server of :mod:`codesearch.mcp_server` (the same tools as stdio, built
+the MCP server of :mod:`codesearch.faces.mcp_server` (the same tools as stdio, built
 by the same function, at ``/mcp``), :mod:`~codesearch.server.page` (``/``) and
 :mod:`~codesearch.server.security` in front of them all. :func:`run` serves it
 with uvicorn.
@@ -33,7 +33,8 @@ def _mcp_app(served: Served, host: str, cors_origins: Sequence[str], max_body: i
     """The SDK's streamable HTTP app over the stdio server's own tools (repositories) or corpus tools."""
     from mcp.server.transport_security import TransportSecuritySettings
 
-    from codesearch.mcp_server import build_corpus_server, build_server
+    from codesearch.faces.mcp_corpus import build_corpus_server
+    from codesearch.faces.mcp_server import build_server
 
     if served.corpus is not None:
         server = build_corpus_server(served.corpus)

@@ -1,9 +1,9 @@
 """What one ``codesearch serve`` answers for, and its answers: the CLI's ``--json`` answers, from the API.
 
 :class:`Served` holds the repositories named on the command line (one
-:class:`~codesearch.mcp_server.Workspace`, whose searchers the MCP tools use
+:class:`~codesearch.faces.mcp_server.Workspace`, whose searchers the MCP tools use
 too) or one corpus. Its methods take the API's arguments, call the library and
-shape the answer with :mod:`codesearch.answers`, exactly as the CLI's
+shape the answer with :mod:`codesearch.faces.answers`, exactly as the CLI's
 ``search``, ``def``, ``refs``, ``related`` and ``status`` (and ``corpus
 search`` / ``corpus status``) do with ``--json``; the errors are the
 library's, and a repository outside those served is refused.
@@ -16,11 +16,12 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from codesearch.answers import corpus_answer, fit_to_budget, hits_data, search_answer, symbol_answer
 from codesearch.display import clipped
 from codesearch.exceptions import IndexNotFoundError, RepositoryNotServedError
-from codesearch.locations import parse_location
-from codesearch.mcp_server import CorpusWorkspace, Workspace, check_k
+from codesearch.faces.answers import corpus_answer, fit_to_budget, hits_data, search_answer, symbol_answer
+from codesearch.faces.locations import parse_location
+from codesearch.faces.mcp_corpus import CorpusWorkspace
+from codesearch.faces.mcp_server import Workspace, check_k
 
 DEFAULT_MAX_K = 100
 """The most hits one request may ask for, unless ``--max-k`` says otherwise."""
@@ -192,7 +193,7 @@ class Served:
     def status(self, *, repo: str | None = None) -> dict[str, Any]:
         """``codesearch status PATH --json``, or ``codesearch corpus status STORE --json``."""
         if self.corpus is not None:
-            from codesearch.mcp_server import tool_corpus_status
+            from codesearch.faces.mcp_corpus import tool_corpus_status
 
             if repo:
                 return tool_corpus_status(self.corpus, repo)

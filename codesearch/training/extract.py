@@ -1,8 +1,8 @@
 """Doc comments and the code they document, read from one file with the library's own grammars.
 
 :func:`extract_docs` parses a file with the tree-sitter grammar
-:mod:`codesearch.definitions` loads for it and walks its definitions the way
-the chunker does (the language table of :mod:`codesearch.languages`: the same
+:mod:`codesearch.chunking.definitions` loads for it and walks its definitions the way
+the chunker does (the language table of :mod:`codesearch.chunking.languages`: the same
 definitions, containers, wrappers, attached comments and transparent nodes).
 For every definition it finds the doc the language's style gives it:
 
@@ -31,8 +31,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from codesearch.definitions import parse_tree
-from codesearch.languages import READ_INSIDE, Definition, Language, language_for
+from codesearch.chunking.definitions import parse_tree
+from codesearch.chunking.languages import READ_INSIDE, Definition, Language, language_for
 from codesearch.training.docs import is_directive, is_licence, strip_comment, strip_string, without_header_fields
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import re
 
+from codesearch.chunking.languages import language_for
 from codesearch.files.walk import MAX_FILE_BYTES, SKIP_DIRS
-from codesearch.languages import language_for
 
 TEST = "test file"
 VENDORED = "vendored"

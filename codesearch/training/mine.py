@@ -48,8 +48,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from codesearch.chunking.languages import language_for
 from codesearch.exceptions import TrainingDataError
-from codesearch.languages import language_for
 from codesearch.training.docs import doc_problem, summarise
 from codesearch.training.extract import KINDS, Kind, extract_docs
 from codesearch.training.filters import content_reason, path_reason

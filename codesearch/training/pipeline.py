@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from codesearch.chunking.languages import LANGUAGES
 from codesearch.exceptions import TrainingDataError
-from codesearch.languages import LANGUAGES
 from codesearch.training.sources import Source, check_benchmark_overlap, load_sources
 from codesearch.training.trees import find_tree
 

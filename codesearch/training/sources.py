@@ -17,8 +17,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from codesearch.chunking.languages import LANGUAGES
 from codesearch.exceptions import TrainingDataError
-from codesearch.languages import LANGUAGES
 
 ALLOWED_LICENCES = frozenset({"MIT", "BSD-2-Clause", "BSD-3-Clause", "Apache-2.0", "ISC", "MPL-2.0"})
 """SPDX ids of the licences a source may have: permissive ones (and MPL's file-level copyleft)."""
@@ -36,7 +36,7 @@ class Source:
         repo: ``owner/name`` on GitHub.
         commit: the 40-hex commit mined.
         licence: the SPDX id (or ``OR``/``AND`` expression) read at that commit.
-        languages: the languages (keys of :data:`codesearch.languages.LANGUAGES`) it is chosen for.
+        languages: the languages (keys of :data:`codesearch.chunking.languages.LANGUAGES`) it is chosen for.
         own: a user's own checkout (``codesearch train PATH``): read as it stands, its licence is the user's
             business; it is read as it stands on disk, and its commit is its ``HEAD`` when it has one (a record).
     """
