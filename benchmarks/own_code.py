@@ -2,7 +2,7 @@
 
 Usage:
     codesearch train TREE --out MODEL_DIR                       # what a user runs (timed in MODEL_DIR/training.json)
-    python benchmarks/own_code.py --questions QUESTIONS.json --tree TREE --model MODEL_DIR
+    python -m benchmarks.own_code --questions QUESTIONS.json --tree TREE --model MODEL_DIR
         [--index-dir DIR] [--json OUT]
 
 ``QUESTIONS.json`` has the format of ``benchmarks/data/questions.json`` (one corpus, the tree; questions written
@@ -28,13 +28,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-BENCHMARKS = Path(__file__).resolve().parent
-sys.path.insert(0, str(BENCHMARKS))
-
-import quality as q  # noqa: E402
-from peer_benchmark import table  # noqa: E402
-
-from codesearch import CodeSearch  # noqa: E402
+from benchmarks import quality as q
+from benchmarks._harness import table
+from codesearch import CodeSearch
 
 
 def score(cs: CodeSearch, questions: Sequence[q.Question]) -> dict[str, Any]:

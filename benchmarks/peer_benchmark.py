@@ -426,7 +426,7 @@ def main(argv: Sequence[str] | None = None, *, semble_runner: SembleRunner | Non
     configs = ["int8"] + ["fp32"] * args.fp32 + ["tests embedded"] * args.embed_tests
     ours: dict[str, dict[str, Any]] = {name: {} for name in configs}
     static: dict[str, dict[str, Any]] = {}
-    import models as other_models
+    from benchmarks import models as other_models
 
     extra = {other_models._label(m): {**options, **other_models._options(m)} for m in args.models}
     extra_full: dict[str, dict[str, Any]] = {label: {} for label in extra}

@@ -503,9 +503,9 @@ def test_peer_benchmark_runs_end_to_end_with_stand_ins(tmp_path: Path) -> None:
 def test_peer_benchmark_puts_another_models_tiers_beside_the_default(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """``--model``: the other model's full tier in the ablation table, its static tier beside the default's, each
     with fold figures, and the protocol's choice among the static tiers."""
-    import models
-    import peer_benchmark
     from conftest import HashingEmbedder
+
+    from benchmarks import models, peer_benchmark
 
     bench, mirrors = _smoke_benchmark(tmp_path)
     other = {"model": HashingEmbedder(salt="other"), "static": HashingEmbedder(salt="other static")}
@@ -531,8 +531,7 @@ def test_peer_benchmark_puts_another_models_tiers_beside_the_default(tmp_path: P
 def test_own_code_benchmark_scores_both_models_on_the_trees_questions(tmp_path: Path) -> None:
     """own_code.py with MiniLM's own weights as the "trained" folder: the full tiers rank alike (same weights, same
     ranking), and every figure is the share the questions' ranks give."""
-    import own_code
-
+    from benchmarks import own_code
     from codesearch.embedding.catalogue import MODELS
 
     minilm_folder = MODELS["minilm"].local_path()
