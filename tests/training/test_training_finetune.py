@@ -187,14 +187,19 @@ def test_codesearch_train_on_own_checkouts_writes_a_model_folder_search_uses(min
     assert answer["pairs"]["train"] >= 8 and set(answer["seconds"]) == {"mine", "view", "fine-tune"}
     card = (out / "MODEL_CARD.md").read_text()
     assert "local/alpha" in card and '"freeze_layers": 4' in card
-    # A few dozen texts would fit a static tier on a handful of directions: it is left to the distillation.
-    assert "Not fitted:" in card and not (out / "static").exists()
+    # A few dozen texts would fit a static tier on a handful of directions: the base's shipped one is copied.
+    from codesearch.embedding.catalogue import static_folder
+
+    shipped = static_folder(resolve_model("minilm"))
+    assert shipped is not None and "base model's static tier, minilm-code-static" in card
+    assert (out / "static" / "embeddings.npy").read_bytes() == (shipped / "embeddings.npy").read_bytes()
     spec = resolve_model(str(out))
-    assert (spec.pooling, spec.max_length, spec.normalize, spec.static) == ("mean", 128, True, None)
+    assert (spec.pooling, spec.max_length, spec.normalize, spec.static) == ("mean", 128, True, str(out / "static"))
     from codesearch import CodeSearch
 
-    # The folder is a model the library searches with, its static tier distilled from the trained weights.
+    # The folder is a model the library searches with, its first searches from that static tier.
     cs = CodeSearch(tmp_path / "alpha", model=str(out), index_dir=tmp_path / "index")
+    assert cs.static_embedder.export.path == out / "static"
     assert cs.search("give back what is left of a header", k=3)[0].path == "src/parse_alpha.py"
 
     # A fitted static tier beside the weights is the one the folder's first searches read.
@@ -205,6 +210,7 @@ def test_codesearch_train_on_own_checkouts_writes_a_model_folder_search_uses(min
                                           float16=True, progress=False)
     assert figures["cosine_fitted"] > figures["cosine_distilled"]
     assert resolve_model(str(out)).static == str(out / "static")
+    assert (out / "static" / "embeddings.npy").read_bytes() != (shipped / "embeddings.npy").read_bytes()
     fitted = CodeSearch(tmp_path / "alpha", model=str(out), index_dir=tmp_path / "index-fitted")
     assert fitted.static_embedder.export.path == out / "static" and fitted.search("header", k=1)
 
