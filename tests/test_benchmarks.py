@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -876,10 +877,16 @@ def test_the_harness_percentile_is_numpys_linear_interpolation_and_its_helpers_m
     assert harness.folder_bytes(tmp_path) == 6
     result, ms = harness.timed(lambda: sum(range(1000)))
     assert result == 499500 and ms >= 0
-    with harness.PeakMemory() as memory:
-        block = bytearray(64 << 20)
-        block[:: 4096] = b"x" * len(block[:: 4096])
-    assert memory.mb >= (32 if sys.platform == "linux" else 0)
+    # The peak is measured in a new process, as a benchmark's: the suite's own process has been through too much
+    # (threads of Ray and onnxruntime, memory freed but kept) for its counters to say what one block costs.
+    probe = ("from benchmarks import _harness as h\n"
+             "with h.PeakMemory() as m:\n"
+             "    block = bytearray(64 << 20)\n"
+             "    block[:: 4096] = b'x' * len(block[:: 4096])\n"
+             "print(m.mb)\n")
+    measured = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True,
+                              env=harness.script_env(), timeout=120)
+    assert float(measured.stdout) >= (32 if sys.platform == "linux" else 0)
     assert harness.script_command("rankings")[1:] == ["-m", "benchmarks.rankings"]
     assert harness.script_env({"PYTHONPATH": "/x"})["PYTHONPATH"] == os.pathsep.join([str(harness.ROOT), "/x"])
 
