@@ -78,6 +78,11 @@ class CorpusNotFoundError(CodeSearchError, FileNotFoundError):
     """A store URI holds no codesearch corpus (nothing there, or something else)."""
 
 
+class CorpusCorruptError(CodeSearchError):
+    """A file of a corpus differs from the sha256 its last build or refresh recorded (or is missing); the message
+    names it."""
+
+
 class RepositoryNotInCorpusError(CodeSearchError, ValueError):
     """A repository named in a corpus call is not in that corpus."""
 
@@ -112,6 +117,7 @@ __all__ = [
     "InvalidScopeError",
     "RepositoryNotServedError",
     "CorpusNotFoundError",
+    "CorpusCorruptError",
     "RepositoryNotInCorpusError",
     "ClusterUnavailableError",
     "TrainingDataError",

@@ -130,6 +130,21 @@ _EMBED_STDLIB_FILES = (
 )
 
 
+@pytest.fixture(scope="session")
+def ray_cluster():  # type: ignore[no-untyped-def]
+    """One local Ray for the session (the corpus tests'); the actors import the stand-ins from this folder."""
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    ray = pytest.importorskip("ray")
+    path = os.pathsep.join([str(ROOT), str(TESTS), os.environ.get("PYTHONPATH", "")])
+    env = {"PYTHONPATH": path}
+    if os.environ.get("CODESEARCH_CACHE_DIR"):
+        env["CODESEARCH_CACHE_DIR"] = os.environ["CODESEARCH_CACHE_DIR"]
+    ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR", log_to_driver=False,
+             object_store_memory=256 * 1024**2, runtime_env={"env_vars": env})
+    yield ray
+    ray.shutdown()
+
+
 @pytest.fixture(scope="session", autouse=True)
 def embed_cache_dir(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
     """One ONNX export cache for the whole run, since exporting takes seconds to minutes.

@@ -5,7 +5,8 @@ starts the actors on Ray (:mod:`codesearch.corpus.build`; or, for a refresh
 too small to pay for Ray, the same worker in this process), commits each
 repository as it finishes (:class:`~codesearch.corpus.store.Writer`), then
 compacts and indexes the table (:mod:`codesearch.corpus.indexes`), fits the
-changed repositories' BM25 (:func:`~codesearch.corpus.keywords.fit_keywords`)
+changed repositories' BM25 (:func:`~codesearch.corpus.keywords.fit_keywords`),
+records the sha256 of the files its commits wrote (:mod:`codesearch.corpus.integrity`)
 and writes the manifest. :class:`CorpusReport` says what it did.
 """
 
@@ -35,6 +36,7 @@ from codesearch.corpus.build import (
 )
 from codesearch.corpus.changes import known_stats, stat_pass
 from codesearch.corpus.cluster import preflight, ray_session
+from codesearch.corpus.integrity import read_checksums, record, remove_sidecars, write_checksums
 from codesearch.corpus.keywords import fit_keywords
 from codesearch.corpus.schema import (
     CHUNKS,
@@ -50,7 +52,7 @@ from codesearch.corpus.schema import (
     sql_in,
     sql_string,
 )
-from codesearch.corpus.store import CorpusStore, Writer, now, optimize_store
+from codesearch.corpus.store import CorpusStore, Writer, checkpoint, now, optimize_store
 from codesearch.exceptions import RootNotFoundError
 from codesearch.files.scan import Listing
 from codesearch.files.walk import MAX_FILE_BYTES
@@ -121,6 +123,11 @@ class CorpusReport:
     indexes' flat scan, :meth:`~codesearch.corpus.store.Writer.optimize`)."""
     keywords_s: float = 0.0
     """Fitting and storing the BM25 of the repositories whose chunks changed."""
+    checksums_s: float = 0.0
+    checksummed_files: int = 0
+    checksummed_bytes: int = 0
+    """Recording the sha256 of the files the new versions read (:func:`~codesearch.corpus.integrity.record`), and
+    the files and bytes hashed for it: those this run's commits wrote (the others' sums are carried over)."""
     cleanup_s: float = 0.0
     cleaned_bytes: int = 0
     """Removing old versions and a failed run's uncommitted files, and their bytes
@@ -248,6 +255,9 @@ class Driver:
         manifest = self.store.manifest(fresh=True) if self.store.exists() else None
         if manifest is not None:
             check_models(self.tiers, manifest, [STATIC, FULL] if tier == FULL else [STATIC])
+        # The sums the new ones carry over (a damaged or missing sidecar stops the run before it writes anything).
+        previous_sums = read_checksums(self.store, manifest) if manifest is not None else None
+        previous_sidecar = manifest.checksums if manifest is not None else None
         static = self.tiers.static_embedder
         full = self.tiers.embedder if tier == FULL else None
         full_dim = full.dim if full is not None else (manifest.full.dim if manifest and manifest.full else
@@ -303,11 +313,18 @@ class Driver:
                 manifest.repos.setdefault(name, RepoFacts(root=root)).root = root
             self._record(writer, manifest, items, tier)
             manifest.versions = dict(writer.versions)
+            summing = time.perf_counter()
+            sums, report.checksummed_files, report.checksummed_bytes = record(self.store, writer.versions,
+                                                                              previous_sums)
+            manifest.checksums = write_checksums(self.store, sums)
+            checkpoint("checksums")
+            report.checksums_s = round(time.perf_counter() - summing, 3)
             self.store.write_manifest(manifest)
             if writer.versions != writer.pinned:
                 cleaning = time.perf_counter()
                 try:
                     report.cleaned_bytes = writer.cleanup()
+                    remove_sidecars(self.store, [manifest.checksums, previous_sidecar])
                 except OSError as exc:  # the run is committed; the next one cleans up
                     logger.warning("codesearch: the corpus at %s is committed, but removing old versions failed: %s",
                                    self.store.uri, exc)

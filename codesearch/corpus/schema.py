@@ -1,7 +1,7 @@
 """What a corpus stores: the Arrow schemas of its Lance tables, chunk ids, repository names and its manifest.
 
 A corpus is a folder (or an ``s3://`` / ``gs://`` prefix) holding three Lance
-datasets and one JSON file:
+datasets and two JSON files:
 
 - ``chunks.lance``: one row per chunk of every repository: where it is
   (``repo``, ``path``, lines, its place in its file), its kind and symbols,
@@ -18,6 +18,10 @@ datasets and one JSON file:
   that is the corpus now. Readers open the datasets at those versions, and a
   writer replaces the file only after every dataset is committed, so a run
   killed half-way leaves the previous corpus whole (old or new, never a mix).
+  It carries its own sha256, and names the sidecar below by its sha256;
+- ``checksums-<sha256>.json``: the size and sha256 of every file those
+  versions read (:mod:`codesearch.corpus.integrity`), checked before a
+  command answers from them.
 
 A chunk's id is content-addressed (its repository, path, lines and the
 sha256 of its model input), so an unchanged chunk keeps its id and its row;
@@ -186,6 +190,8 @@ class CorpusManifest:
         chunker: how files are cut (a corpus cut otherwise re-cuts on refresh).
         versions: dataset file name -> the version readers open.
         repos: repository name -> its facts.
+        checksums: the sha256 of the sidecar that records the sha256 of every file those versions read
+            (:mod:`codesearch.corpus.integrity`); ``None`` in a corpus written before codesearch recorded them.
     """
 
     model: str
@@ -195,17 +201,24 @@ class CorpusManifest:
     versions: dict[str, int] = field(default_factory=dict)
     repos: dict[str, RepoFacts] = field(default_factory=dict)
     updated: str = ""
+    checksums: str | None = None
 
     def to_json(self) -> str:
-        data = {"format": FORMAT, "format_version": FORMAT_VERSION, **asdict(self)}
+        """The manifest as JSON, with the sha256 of the rest of it (``sha256``)."""
+        data: dict[str, Any] = {"format": FORMAT, "format_version": FORMAT_VERSION, **asdict(self)}
+        data["sha256"] = _self_sha256(data)
         return json.dumps(data, indent=1, sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> CorpusManifest:
-        """Raises ValueError when ``text`` is not a corpus manifest this codesearch reads."""
+        """Raises ValueError when ``text`` is not a corpus manifest this codesearch reads, and
+        :class:`ManifestDamaged` when its content differs from its own sha256."""
         data = json.loads(text)
         if not isinstance(data, dict) or data.get("format") != FORMAT:
             raise ValueError("not a codesearch corpus manifest")
+        # A manifest written before codesearch recorded sums has no sha256 (nor checksums): read as it is.
+        if "sha256" in data and data["sha256"] != _self_sha256(data):
+            raise ManifestDamaged("its content differs from its own sha256")
         if data.get("format_version") != FORMAT_VERSION:
             raise ValueError(f"corpus format {data.get('format_version')}, this codesearch reads {FORMAT_VERSION}")
         full = data.get("full")
@@ -213,9 +226,19 @@ class CorpusManifest:
                    full=TierFacts(**full) if full else None, chunker=data["chunker"],
                    versions={k: int(v) for k, v in data["versions"].items()},
                    repos={name: RepoFacts(**facts) for name, facts in data["repos"].items()},
-                   updated=data.get("updated", ""))
+                   updated=data.get("updated", ""), checksums=data.get("checksums"))
+
+
+class ManifestDamaged(ValueError):
+    """``corpus.json`` differs from the sha256 it records of itself."""
+
+
+def _self_sha256(data: dict[str, Any]) -> str:
+    """The sha256 of a manifest's JSON without its ``sha256`` (one canonical form: sorted keys, no spaces)."""
+    body = json.dumps({k: v for k, v in data.items() if k != "sha256"}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(body.encode("utf-8")).hexdigest()
 
 
 __all__ = ["CHUNKS", "DATASETS", "FILES", "FILE_SCHEMA", "FORMAT", "FORMAT_VERSION", "KEYWORDS", "KEYWORD_SCHEMA",
-           "MANIFEST_FILE", "PRIMARY_KEY", "CorpusManifest", "RepoFacts", "TierFacts", "check_repo_name", "chunk_id",
-           "chunk_schema", "sql_in", "sql_string", "wide_strings"]
+           "MANIFEST_FILE", "PRIMARY_KEY", "CorpusManifest", "ManifestDamaged", "RepoFacts", "TierFacts",
+           "check_repo_name", "chunk_id", "chunk_schema", "sql_in", "sql_string", "wide_strings"]

@@ -18,31 +18,44 @@ files a failed or killed run wrote but never committed.
 ``CODESEARCH_CORPUS_KILL_AT`` makes the writer kill its own process with SIGKILL
 right after the commit it names (``chunks-append``, ``chunks-delete``,
 ``chunks-merge``, ``files-merge``, ``files-delete``, ``keywords-delete``, ``keywords-compact``,
-``keywords-append`` or ``manifest``): how the tests kill a build or refresh at a
-chosen point.
+``keywords-append``, ``checksums`` (the sidecar of the files' sha256 written, the manifest not yet) or
+``manifest``): how the tests kill a build or refresh at a chosen point.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import signal
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from codesearch._lock import FileLock, LockHeld
 from codesearch.corpus.indexes import VECTOR_INDEX, indexes_to_make, make_indexes, within_share
-from codesearch.corpus.schema import CHUNKS, DATASETS, FILE_SCHEMA, FILES, MANIFEST_FILE, CorpusManifest
-from codesearch.exceptions import CorpusNotFoundError, IndexLockedError
+from codesearch.corpus.schema import (
+    CHUNKS,
+    DATASETS,
+    FILE_SCHEMA,
+    FILES,
+    MANIFEST_FILE,
+    CorpusManifest,
+    ManifestDamaged,
+)
+from codesearch.exceptions import CorpusCorruptError, CorpusNotFoundError, IndexLockedError
 
 if TYPE_CHECKING:
     import lance
 
 KILL_ENV = "CODESEARCH_CORPUS_KILL_AT"
+REBUILD_CORPUS = "build the corpus again into a new store (`codesearch corpus build NEW_STORE PATH...`)"
+"""How a damaged corpus's message ends: a refresh rewrites only what changed on disk, never a damaged file."""
+SIDECAR_PREFIX = "checksums-"
+"""The sidecars that record the sha256 of a corpus's files (:mod:`codesearch.corpus.integrity`) are named so."""
 KEEP_VERSIONS_S = 3600.0
 """A finished build or refresh removes the dataset versions neither its manifest nor the previous one names once
 they are this old (:meth:`Writer.cleanup`). Lance keeps every version otherwise, and each compaction rewrites the
@@ -83,36 +96,37 @@ class CorpusStore:
 
     # -- the manifest ----------------------------------------------------------------
 
-    def _read_text(self, name: str) -> str | None:
+    def read_bytes(self, name: str) -> bytes | None:
+        """The bytes of file ``name`` at the store's root; ``None`` when there is none."""
         if self._fs is None:
             try:
-                return (Path(self._root) / name).read_text("utf-8")
+                return (Path(self._root) / name).read_bytes()
             except FileNotFoundError:
                 return None
         try:
             with self._fs.open_input_stream(f"{self._root}/{name}") as stream:
-                return bytes(stream.read()).decode("utf-8")
+                return bytes(stream.read())
         except FileNotFoundError:  # any other error (throttling, the network) is not "no corpus here"
             return None
 
-    def _write_text(self, name: str, text: str) -> None:
+    def write_bytes(self, name: str, data: bytes) -> None:
         """Write ``name`` whole: a temporary file moved over it (a rename locally, one PUT in a bucket)."""
         if self._fs is None:
             folder = Path(self._root)
             folder.mkdir(parents=True, exist_ok=True)
             temporary = folder / f".{name}.{os.getpid()}.tmp"
-            with open(temporary, "w", encoding="utf-8") as handle:
-                handle.write(text)
+            with open(temporary, "wb") as handle:
+                handle.write(data)
                 handle.flush()
                 os.fsync(handle.fileno())
             os.replace(temporary, folder / name)
             return
         with self._fs.open_output_stream(f"{self._root}/{name}") as stream:
-            stream.write(text.encode("utf-8"))
+            stream.write(data)
 
     def exists(self) -> bool:
         """Whether a corpus manifest is there."""
-        return self._read_text(MANIFEST_FILE) is not None
+        return self.read_bytes(MANIFEST_FILE) is not None
 
     def check_creatable(self) -> None:
         """Raise unless the URI holds a corpus, nothing, or an empty folder (a build never writes into something else).
@@ -125,8 +139,10 @@ class CorpusStore:
         folder = Path(self._root)
         # What a first build that failed or was killed before its manifest leaves: the writer removes it.
         ours = {".writer.lock", *DATASETS}
+        temporary = (f".{MANIFEST_FILE}.", f".{SIDECAR_PREFIX}")
         if folder.exists() and (not folder.is_dir() or any(
-                p.name not in ours and not (p.name.startswith(f".{MANIFEST_FILE}.") and p.name.endswith(".tmp"))
+                p.name not in ours and not p.name.startswith(SIDECAR_PREFIX)
+                and not (p.name.startswith(temporary) and p.name.endswith(".tmp"))
                 for p in folder.iterdir())):
             raise CorpusNotFoundError(f"{self.uri} is not a codesearch corpus (it holds other files and no "
                                       f"{MANIFEST_FILE}); give a new or empty folder")
@@ -141,12 +157,15 @@ class CorpusStore:
         stamp = None if fresh else self._stamp()
         if stamp is not None and self._manifest is not None and self._manifest[0] == stamp:
             return self._manifest[1]
-        text = self._read_text(MANIFEST_FILE)
-        if text is None:
+        data = self.read_bytes(MANIFEST_FILE)
+        if data is None:
             raise CorpusNotFoundError(f"{self.uri} is not a codesearch corpus (no {MANIFEST_FILE}); "
                                       f"build one with `codesearch corpus build {self.uri} PATH...`")
         try:
-            manifest = CorpusManifest.from_json(text)
+            manifest = CorpusManifest.from_json(data.decode("utf-8"))
+        except ManifestDamaged as exc:
+            raise CorpusCorruptError(f"corpus file {self.uri}/{MANIFEST_FILE} is damaged ({exc}); {REBUILD_CORPUS}") \
+                from None
         except (ValueError, KeyError, TypeError) as exc:
             raise CorpusNotFoundError(f"{self.uri} is not a codesearch corpus this version reads ({exc})") from None
         if stamp is not None:
@@ -166,10 +185,61 @@ class CorpusStore:
     def write_manifest(self, manifest: CorpusManifest) -> None:
         """Make ``manifest`` the corpus (the commit point of a build or refresh)."""
         manifest.updated = now()
-        self._write_text(MANIFEST_FILE, manifest.to_json())
+        self.write_bytes(MANIFEST_FILE, manifest.to_json().encode("utf-8"))
         checkpoint("manifest")
 
+    # -- files -------------------------------------------------------------------------
+
+    def file_sum(self, path: str) -> tuple[int, str]:
+        """The size and sha256 (hex) of file ``path`` under the store, read in blocks.
+
+        Raises:
+            FileNotFoundError: there is no such file.
+            OSError: it cannot be read.
+        """
+        digest, size = hashlib.sha256(), 0
+        with self._open_input(path) as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+                size += len(block)
+        return size, digest.hexdigest()
+
+    def _open_input(self, path: str) -> Any:
+        return open(Path(self._root) / path, "rb") if self._fs is None else \
+            self._fs.open_input_stream(f"{self._root}/{path}")
+
+    def names(self, prefix: str) -> list[str]:
+        """The files at the store's root whose names start with ``prefix``."""
+        if self._fs is None:
+            folder = Path(self._root)
+            return sorted(p.name for p in folder.glob(f"{prefix}*") if p.is_file()) if folder.is_dir() else []
+        from pyarrow import fs
+
+        found = self._fs.get_file_info(fs.FileSelector(self._root, allow_not_found=True))
+        return sorted(info.base_name for info in found
+                      if info.type == fs.FileType.File and info.base_name.startswith(prefix))
+
+    def remove(self, name: str) -> None:
+        """Remove file ``name`` at the store's root (nothing when it is not there)."""
+        if self._fs is None:
+            Path(self._root, name).unlink(missing_ok=True)
+            return
+        with suppress(FileNotFoundError):
+            self._fs.delete_file(f"{self._root}/{name}")
+
     # -- datasets ----------------------------------------------------------------------
+
+    def version_files(self, name: str, version: int) -> list[str]:
+        """The files dataset ``name`` at ``version`` reads, as paths under the store: its manifest, data files,
+        deletion files and index files (Lance writes each once and never changes it; transaction files, which no
+        reader reads, are left out)."""
+        ds = self.open(name, version, cached=False)
+        assert ds is not None
+        table = ds.tracked_files(min_version=version).read_all()
+        return sorted(f"{name}/{path}" for at, path, kind in zip(table["version"].to_pylist(), table["path"].to_pylist(),
+                                                                 table["type"].to_pylist())
+                      if at == version and kind != "transaction file")
+
 
     def open(self, name: str, version: int | None, cached: bool = True) -> lance.LanceDataset | None:
         """Dataset ``name`` at ``version`` (``None``: there is none yet), opened once per version (``cached``; a
@@ -273,7 +343,8 @@ _SQL_TYPES = {pa.int64(): "BIGINT", pa.int32(): "INT", pa.string(): "STRING"}
 
 def checkpoint(name: str, operation: str | None = None) -> None:
     """Kill this process with SIGKILL when ``CODESEARCH_CORPUS_KILL_AT`` names this point (tests only): the
-    manifest's commit, or ``operation``'s commit to dataset ``name`` (``chunks-append``)."""
+    manifest's commit (or the sidecar's write before it, ``checksums``), or ``operation``'s commit to dataset ``name``
+    (``chunks-append``)."""
     point = name if operation is None else f"{name.split('.', maxsplit=1)[0]}-{operation}"
     if os.environ.get(KILL_ENV) == point:
         os.kill(os.getpid(), signal.SIGKILL)
@@ -484,4 +555,5 @@ def optimize_store(uri: str, storage_options: dict[str, str], versions: dict[str
 
 
 
-__all__ = ["KEEP_VERSIONS_S", "KILL_ENV", "CorpusStore", "Writer", "checkpoint", "optimize_store", "write_fragments"]
+__all__ = ["KEEP_VERSIONS_S", "KILL_ENV", "REBUILD_CORPUS", "SIDECAR_PREFIX", "CorpusStore", "Writer", "checkpoint",
+           "optimize_store", "write_fragments"]

@@ -26,7 +26,7 @@ pytest.importorskip("lance")
 from conftest import ROOT, SESSIONS, TESTS, UTILS, HashingEmbedder
 
 from codesearch import CodeSearch
-from codesearch.corpus import Corpus
+from codesearch.corpus import Corpus, integrity
 from codesearch.corpus import driver as corpus_driver
 from codesearch.corpus import indexes as corpus_indexes
 from codesearch.corpus import store as corpus_store
@@ -96,21 +96,6 @@ def corpus(store: Path) -> Corpus:
     return Corpus(store, **models())  # type: ignore[arg-type]
 
 
-@pytest.fixture(scope="session")
-def ray_cluster():  # type: ignore[no-untyped-def]
-    """One local Ray for the session; the actors import the stand-ins from this folder."""
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    ray = pytest.importorskip("ray")
-    path = os.pathsep.join([str(ROOT), str(TESTS), os.environ.get("PYTHONPATH", "")])
-    env = {"PYTHONPATH": path}
-    if os.environ.get("CODESEARCH_CACHE_DIR"):
-        env["CODESEARCH_CACHE_DIR"] = os.environ["CODESEARCH_CACHE_DIR"]
-    ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR", log_to_driver=False,
-             object_store_memory=256 * 1024**2, runtime_env={"env_vars": env})
-    yield ray
-    ray.shutdown()
-
-
 def make_repos(base: Path) -> dict[str, Path]:
     """Two small repositories: a Python one in the manner of requests, a Go one in the manner of chi."""
     py = base / "pyreq"
@@ -154,6 +139,14 @@ def built(ray_cluster, repos: dict[str, Path], tmp_path: Path) -> tuple[Corpus, 
     c = corpus(store)
     c.build([str(p) for p in repos.values()])
     return c, repos
+
+
+def write_by_hand(c: Corpus, manifest: Any) -> None:
+    """Write a manifest edited by hand (versions a test names), with the sums of the files its versions read, as a
+    writer records them: a manifest whose versions differ from its sums' is a damaged corpus."""
+    sums, _, _ = integrity.record(c.store, manifest.versions, None)
+    manifest.checksums = integrity.write_checksums(c.store, sums)
+    c.store.write_manifest(manifest)
 
 
 def table_ids(c: Corpus) -> list[int]:
@@ -378,7 +371,7 @@ def test_a_files_table_without_mtimes_is_hashed_once_then_known(built: tuple[Cor
     old = lance.dataset(uri).to_table().drop_columns(["mtime_ns"])
     manifest = c.store.manifest(fresh=True)
     manifest.versions[FILES] = lance.write_dataset(old, uri, mode="overwrite").version
-    c.store.write_manifest(manifest)
+    write_by_hand(c, manifest)
     files = c.status()["files"] + 1  # and the binary one
     report = c.refresh()
     assert (report.hashed_files, report.changed_files, report.inserted, report.deleted) == (files, 0, 0, 0)
@@ -400,7 +393,7 @@ print("finished")
 
 
 @pytest.mark.parametrize("point", ["chunks-append", "chunks-delete", "files-merge", "keywords-delete", "keywords-append",
-                                   "manifest"])
+                                   "checksums", "manifest"])
 def test_kill_9_during_a_refresh_leaves_the_old_or_the_new_corpus(built: tuple[Corpus, dict[str, Path]], point: str) -> None:
     """A refresh SIGKILLed right after a commit (new chunks, removed chunks, files, or the manifest) leaves one whole
     version."""
@@ -497,7 +490,7 @@ def test_each_repositorys_bm25_is_stored_by_the_writer_and_read_by_its_first_sco
     assert all(text for hits in expected.values() for _, text in hits)
     manifest = c.store.manifest(fresh=True)
     manifest.versions[KEYWORDS] = before.version
-    c.store.write_manifest(manifest)
+    write_by_hand(c, manifest)
     stale = corpus(Path(c.store.uri))
     for _ in range(2):  # the second query of a view reads its texts whole
         assert {q: [(h.location, h.text) for h in stale.search(q, k=5, repos="pyreq")] for q in QUERIES} == expected
@@ -508,7 +501,7 @@ def test_each_repositorys_bm25_is_stored_by_the_writer_and_read_by_its_first_sco
     # Without the table (a corpus written before it), the view fits from the rows' terms: the same answers.
     manifest = c.store.manifest(fresh=True)
     del manifest.versions[KEYWORDS]
-    c.store.write_manifest(manifest)
+    write_by_hand(c, manifest)
     old = corpus(Path(c.store.uri))
     expected = {q: [h.location for h in reader.search(q, k=5, repos="pyreq")] for q in QUERIES}
     assert {q: [h.location for h in old.search(q, k=5, repos="pyreq")] for q in QUERIES} == expected
