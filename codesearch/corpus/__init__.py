@@ -12,7 +12,9 @@
 - :mod:`~codesearch.corpus.keywords`: the stored BM25 fits, and the full-text index across repositories;
 - :mod:`~codesearch.corpus.indexes`: the Lance index policy (which indexes, when trained again, how probed);
 - :mod:`~codesearch.corpus.schema`: the Lance tables' schemas, chunk ids, the manifest;
-- :mod:`~codesearch.corpus.store`: the store (Lance datasets at pinned versions, one writer, kill-safe commits).
+- :mod:`~codesearch.corpus.store`: the store (Lance datasets at pinned versions, one writer, kill-safe commits);
+- :mod:`~codesearch.corpus.integrity`: the sha256 of the files each version reads, recorded as it is committed and
+  checked before a command answers from it.
 
 Ranking, change detection, tiers and BM25 fitting are the library's own
 (:mod:`codesearch.ranking`, :mod:`codesearch.files.changes`,

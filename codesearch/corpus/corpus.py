@@ -3,8 +3,9 @@
 It validates arguments and wires the roles of the package together: the
 models and their guards (:class:`~codesearch.index.tiers.Tiers`, as a single
 index's), the build and refresh driver (:mod:`~codesearch.corpus.driver`),
-the repository views of scoped searches (:mod:`~codesearch.corpus.views`) and
-the candidates across repositories (:mod:`~codesearch.corpus.candidates`); it
+the repository views of scoped searches (:mod:`~codesearch.corpus.views`),
+the candidates across repositories (:mod:`~codesearch.corpus.candidates`) and
+the check of the files' sha256 before an answer (:mod:`~codesearch.corpus.integrity`); it
 holds no ranking logic: every search goes through :mod:`codesearch.ranking`.
 """
 
@@ -21,6 +22,7 @@ import pyarrow as pa
 
 from codesearch.corpus.candidates import CorpusSource, FileSet, RowKeys
 from codesearch.corpus.driver import CORPUS_TIERS, CorpusReport, Driver, check_models, parse_paths
+from codesearch.corpus.integrity import Verifier
 from codesearch.corpus.keywords import StoredFits
 from codesearch.corpus.schema import CHUNKS, FILES, KEYWORDS, CorpusManifest, sql_in, sql_string
 from codesearch.corpus.store import CorpusStore
@@ -68,6 +70,7 @@ class Corpus:
         self._files: dict[tuple[int, tuple[str, ...] | None], FileSet] = {}
         self._keys: RowKeys | None = None  # the chunks table's at the version last searched across repositories
         self._fits: StoredFits | None = None  # the keywords table at the manifest's version
+        self._verifier = Verifier(self.store)
         self.last_report: CorpusReport | None = None
 
     # -- building ---------------------------------------------------------------------------
@@ -169,10 +172,11 @@ class Corpus:
             RepositoryNotInCorpusError: a repository that is not in the corpus.
             CorpusNotFoundError: there is no corpus at the URI.
             ModelMismatchError: the corpus was built by another model.
+            CorpusCorruptError: a file the corpus's versions read differs from the sha256 recorded for it.
         """
         check_search(query, k, mode)
         where = Scope.of(scope, include, exclude, kinds, exclude_kinds)
-        manifest = self.store.manifest()
+        manifest = self._checked()
         names = self._names(manifest, repos)
         version = manifest.versions[CHUNKS]
         if tier not in (None, *CORPUS_TIERS):
@@ -224,6 +228,7 @@ class Corpus:
         bucket's is read again otherwise).
         """
         manifest = self.store.manifest() if manifest is None else manifest
+        self._verifier.check(manifest)  # once per version (a lookup after the first)
         version = manifest.versions[CHUNKS] if version is None else version
         key = (repo, version)
         found = self._views.get(key)
@@ -297,15 +302,51 @@ class Corpus:
             found = self._files[key] = FileSet(table["repo"].to_pylist(), table["path"].to_pylist())
         return found
 
-    # -- facts ---------------------------------------------------------------------------------
+    # -- checks ------------------------------------------------------------------------------
 
-    def status(self) -> dict[str, Any]:
-        """The corpus: its URI, models and fingerprints, tier, counts, versions, and every repository's facts.
+    def _checked(self) -> CorpusManifest:
+        """The manifest, once the files of the versions it names are checked against their sha256 (once per
+        version in this process; :class:`~codesearch.corpus.integrity.Verifier`)."""
+        manifest = self.store.manifest()
+        self._verifier.check(manifest)
+        return manifest
+
+    def verify(self) -> dict[str, Any]:
+        """Check every file the corpus's versions read against the sha256 its last build or refresh recorded (once
+        per version in this process): the store, ``verified`` (false: the corpus records no sums, being written
+        before codesearch recorded them; its next build or refresh records them), and the files and bytes checked.
 
         Raises:
             CorpusNotFoundError: there is no corpus at the URI.
+            CorpusCorruptError: a file differs from its recorded sha256 or is missing; the message names it.
         """
         manifest = self.store.manifest()
+        if manifest.checksums is None:  # said by the answer (the warning of a search is not repeated)
+            return {"store": self.store.uri, "verified": False, "files": 0, "bytes": 0}
+        verdict = self._verifier.check(manifest)
+        return {"store": self.store.uri, "verified": verdict.verified, "files": verdict.files, "bytes": verdict.bytes}
+
+    def verify_in_background(self) -> None:
+        """Start :meth:`verify` in a thread (a server at open); a search or status meanwhile waits for its verdict.
+
+        Raises:
+            CorpusNotFoundError: there is no corpus at the URI.
+            CorpusCorruptError: ``corpus.json`` is damaged.
+        """
+        self._verifier.start(self.store.manifest())
+
+    # -- facts ---------------------------------------------------------------------------------
+
+    def status(self) -> dict[str, Any]:
+        """The corpus: its URI, models and fingerprints, tier, counts, versions, every repository's facts, and
+        whether its files were checked against their sha256 (``verified``).
+
+        Raises:
+            CorpusNotFoundError: there is no corpus at the URI.
+            CorpusCorruptError: a file the corpus's versions read differs from the sha256 recorded for it.
+        """
+        manifest = self.store.manifest()
+        verdict = self._verifier.check(manifest)
         repos = {name: asdict(facts) for name, facts in sorted(manifest.repos.items())}
         tiers = {facts.tier for facts in manifest.repos.values()}
         return {
@@ -314,7 +355,7 @@ class Corpus:
             "tier": FULL if tiers == {FULL} else STATIC,
             "repos": len(repos), "files": sum(r["files"] for r in repos.values()),
             "chunks": sum(r["chunks"] for r in repos.values()), "versions": manifest.versions,
-            "updated": manifest.updated, "repositories": repos,
+            "updated": manifest.updated, "verified": verdict.verified, "repositories": repos,
         }
 
 

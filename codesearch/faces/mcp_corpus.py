@@ -29,7 +29,9 @@ class CorpusWorkspace:
         self.corpus = corpus
         self.max_k = max_k
         self.lock = threading.Lock()
-        corpus.status()  # a store that is not a corpus fails at start, not at first use
+        # A store that is not a corpus fails at start, not at first use; its files' sha256 are checked in a thread
+        # from now, and the first answer waits for the verdict.
+        corpus.verify_in_background()
 
 
 def tool_corpus_search(ws: CorpusWorkspace, query: str, repo: str | None = None, k: int = 10, mode: str = "hybrid",

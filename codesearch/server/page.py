@@ -81,14 +81,17 @@ def render(served: Served, params: dict[str, str]) -> tuple[int, str]:
     mode = params.get("mode") or "search"
     mode = mode if mode in {m for m, _ in MODES} | {"related"} else "search"
     scope, kind, repo = params.get("scope", ""), params.get("kind", ""), params.get("repo", "")
-    names = served.repositories()
+    status, error = 200, None
+    try:
+        names = served.repositories()
+    except (CodeSearchError, ValueError, OSError) as exc:  # a corpus whose corpus.json is damaged
+        names, status, error = [], status_of(exc), one_line(exc)
     repositories = [(name, Path(name).name if served.corpus is None else name) for name in names]
     context: dict[str, Any] = {
         "q": q, "mode": mode, "scope": scope, "kind": kind, "repo": repo, "modes": MODES, "kinds": KINDS,
-        "repositories": repositories, "answer": None, "error": None, "hits": [],
+        "repositories": repositories, "answer": None, "error": error, "hits": [],
         "what": "the corpus" if served.corpus is not None else ", ".join(label for _, label in repositories)}
-    status = 200
-    if q.strip() or (q and mode != "search"):
+    if error is None and (q.strip() or (q and mode != "search")):
         started = time.perf_counter()
         try:
             answer = _answer(served, mode, q, scope, kind, repo)
@@ -97,7 +100,7 @@ def render(served: Served, params: dict[str, str]) -> tuple[int, str]:
         else:
             context.update(_results(served, answer, mode, q, scope, kind, repo))
             context["ms"] = f"{(time.perf_counter() - started) * 1000:.0f}"
-    elif q:
+    elif error is None and q:
         status, context["error"] = 400, "the query is empty; give words, a question or an identifier"
     return status, _templates().get_template("page.html").render(context)
 

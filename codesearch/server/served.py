@@ -105,8 +105,7 @@ class Served:
     def repositories(self) -> list[str]:
         """What ``repo`` can name: each root's path, or each repository of the corpus."""
         if self.corpus is not None:
-            with self.corpus.lock:
-                return list(self.corpus.corpus.status()["repositories"])
+            return list(self.corpus.corpus.repos)  # their names (the answers wait for the files' check)
         return [str(root) for root in self.roots]
 
     @property
