@@ -20,6 +20,7 @@ from codesearch.faces.options import (
     echo_facts,
     echo_hits,
     echo_json,
+    fail,
     json_option,
     k_option,
     lines_option,
@@ -149,6 +150,26 @@ def corpus_status(store: str, as_json: bool) -> None:
     for name, repo in facts["repositories"].items():
         click.echo(f"  {printable(name):<24} {repo['files']:>7,} files {repo['chunks']:>9,} chunks  {repo['tier']:<6} "
                    f"{repo['updated']}  {printable(str(repo['root']))}")
+
+
+@corpus.command("verify")
+@store_argument
+@json_option
+@reports_errors
+def corpus_verify(store: str, as_json: bool) -> None:
+    """Check every file STORE's versions read against the sha256 its last build or refresh recorded (search and
+    status check them too, once per process)."""
+    from codesearch.corpus import Corpus
+
+    facts = Corpus(store).verify()
+    if not facts["verified"]:
+        fail(f"the corpus at {facts['store']} records no checksums (written before codesearch recorded them); "
+             f"`codesearch corpus refresh {facts['store']}` records them")
+    if as_json:
+        echo_json(facts)
+        return
+    click.echo(f"verified {facts['files']:,} files ({facts['bytes']:,} bytes) of the corpus at "
+               f"{printable(facts['store'])}")
 
 
 __all__ = ["corpus"]
