@@ -559,6 +559,19 @@ def test_own_code_benchmark_scores_both_models_on_the_trees_questions(tmp_path: 
     assert set(full["by_kind"]) == {"behaviour", "identifier"} and full["index_s"] > 0
 
 
+@pytest.mark.slow
+def test_serve_parity_compares_the_api_with_the_cli_on_annotated_queries(tmp_path: Path) -> None:
+    from benchmarks import serve_parity
+
+    bench, mirrors = _smoke_benchmark(tmp_path)
+    out = tmp_path / "parity.json"
+    assert serve_parity.main(["--semble-benchmarks", str(bench), "--mirrors", str(mirrors), "--trees",
+                              str(tmp_path / "trees"), "--repos", "chi", "--per-repo", "1", "--index-dir",
+                              str(tmp_path / "indexes"), "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert data["queries"] == data["equal"] == data["with_hits"] == 1 and data["repos"]["chi"]["differences"] == []
+
+
 def test_navigation_benchmark_runs_end_to_end(tmp_path: Path) -> None:
     from conftest import HashingEmbedder
 
