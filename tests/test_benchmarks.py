@@ -570,6 +570,10 @@ def test_serve_parity_compares_the_api_with_the_cli_on_annotated_queries(tmp_pat
                               str(tmp_path / "indexes"), "--json", str(out)]) == 0
     data = json.loads(out.read_text())
     assert data["queries"] == data["equal"] == data["with_hits"] == 1 and data["repos"]["chi"]["differences"] == []
+    hit = {"path": "a.go", "start_line": 1, "score": 0.00529029258536389}
+    assert serve_parity.same_answer({"hits": [hit]}, {"hits": [{**hit, "score": 0.0052902925853638896}]})
+    assert not serve_parity.same_answer({"hits": [hit]}, {"hits": [{**hit, "path": "b.go"}]})
+    assert not serve_parity.same_answer({"hits": [hit]}, {"hits": [{**hit, "score": 0.0053}]})
 
 
 def test_navigation_benchmark_runs_end_to_end(tmp_path: Path) -> None:
