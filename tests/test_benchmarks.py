@@ -576,6 +576,24 @@ def test_serve_parity_compares_the_api_with_the_cli_on_annotated_queries(tmp_pat
     assert not serve_parity.same_answer({"hits": [hit]}, {"hits": [{**hit, "score": 0.0053}]})
 
 
+def test_first_answer_versions_times_both_checkouts_on_each_tree(tmp_path: Path) -> None:
+    """This checkout against itself as the baseline: both sides answer from a new process, and the ratio is the
+    medians' quotient."""
+    from benchmarks import first_answer_versions
+    from benchmarks._harness import ROOT
+
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "errors.py").write_text("def report_error(message):\n    raise RuntimeError(message)\n")
+    out = tmp_path / "fa.json"
+    assert first_answer_versions.main([str(tree), "--baseline-src", str(ROOT), "--baseline-module",
+                                       "codesearch.faces.cli", "--rounds", "1", "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    times = data["trees"][str(tree)]
+    assert times["baseline_s"] > 0 and times["current_s"] > 0
+    assert times["ratio"] == pytest.approx(times["current_s"] / times["baseline_s"]) == data["max_ratio"]
+
+
 def test_navigation_benchmark_runs_end_to_end(tmp_path: Path) -> None:
     from conftest import HashingEmbedder
 

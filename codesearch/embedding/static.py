@@ -94,7 +94,8 @@ class StaticEmbedder:
     def _load(self, folder: Path) -> None:
         try:
             manifest = json.loads((folder / MANIFEST_FILE).read_text(encoding="utf-8"))
-            # A shipped model keeps its vectors in float16 (half the size); they are averaged in float32.
+            # A fitted model saved with float16=True keeps its vectors in float16 (half the size, converted here at
+            # ~3 ns a value); they are averaged in float32. The shipped one is stored as float32: nothing to convert.
             self.embeddings = np.load(folder / STATIC_EMBEDDINGS_FILE, allow_pickle=False).astype(np.float32, copy=False)
             self.tokenizer = load_tokenizer(folder)
         except (OSError, ValueError) as exc:

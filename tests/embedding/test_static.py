@@ -43,13 +43,14 @@ def test_the_distillation_is_cached_and_fingerprinted() -> None:
 
 def test_minilm_answers_first_searches_from_its_shipped_static_tier(static: StaticEmbedder) -> None:
     """The catalogue's minilm reads the static tier fitted on code that ships in codesearch_models (no distillation,
-    no torch); its vectors are stored in float16 and averaged in float32."""
+    no torch); its vectors are the fit's rounded to float16, stored as float32 so that loading converts nothing."""
     from codesearch.embedding.catalogue import static_folder
 
     folder = static_folder(resolve_model("minilm"))
     assert folder is not None and folder.name == "minilm-code-static" and (folder / "MODEL_CARD.md").is_file()
     assert static.export.path == folder and static.embeddings.dtype == np.float32 and static.dim == 256
-    assert np.load(folder / "embeddings.npy").dtype == np.float16
+    stored = np.load(folder / "embeddings.npy")
+    assert stored.dtype == np.float32 and np.array_equal(stored.astype(np.float16).astype(np.float32), stored)
     assert static.fingerprint != StaticEmbedder(resolve_model("minilm", static=None)).fingerprint
     with pytest.raises(Exception, match="not in"):
         static_folder(resolve_model("minilm", static=str(folder.parent / "missing")))
