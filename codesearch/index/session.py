@@ -112,12 +112,6 @@ class IndexSession:
                 token = None  # made by an older codesearch: built again, as if there were none
             if before is not None and before.unstored:
                 self.freshness.recheck(before.unstored)  # the new commit may hold them otherwise than memory did
-            opened = self.loaded if token is not None else None
-            if opened is not None and not self.store.read_only and self.tiers.static_outdated(opened.manifest.of(STATIC)):
-                # Static vectors of this model's earlier static tier: recomputed (seconds), the rest kept.
-                self.build(opened.manifest.tier, progress=self.options.progress)
-                assert self.loaded is not None
-                return self.loaded, False
         if token is None:
             if self.store.read_only:
                 raise IndexNotFoundError(
@@ -204,6 +198,12 @@ class IndexSession:
         """
         started = time.perf_counter()
         loaded, built = self.current()
+        if mode != "bm25" and not built and not self.store.read_only \
+                and self.tiers.static_outdated(loaded.manifest.of(STATIC)):
+            # Static vectors of this model's earlier static tier (the package shipped a new one): recomputed where
+            # a query needs the static model anyway, never on an open that needs none (def, refs, bm25, status).
+            self.build(loaded.manifest.tier, progress=self.options.progress)
+            loaded, built = self.current()
         self.freshness.follow(loaded)
         if mode != "bm25":
             self.tiers.check_name(loaded.manifest.model_name)
