@@ -83,6 +83,11 @@ class CorpusCorruptError(CodeSearchError):
     names it."""
 
 
+class CorpusStoreError(CodeSearchError, OSError):
+    """A corpus's object store did not answer, or lacks what safe commits need (conditional writes); nothing past
+    the corpus's last version was made current."""
+
+
 class RepositoryNotInCorpusError(CodeSearchError, ValueError):
     """A repository named in a corpus call is not in that corpus."""
 
@@ -118,6 +123,7 @@ __all__ = [
     "RepositoryNotServedError",
     "CorpusNotFoundError",
     "CorpusCorruptError",
+    "CorpusStoreError",
     "RepositoryNotInCorpusError",
     "ClusterUnavailableError",
     "TrainingDataError",

@@ -55,7 +55,7 @@ import pyarrow as pa
 from codesearch.chunking import Chunk, ChunkParams, document_text, window_heads
 from codesearch.chunking.symbols import definition_names
 from codesearch.corpus.schema import CHUNKS, FILES, chunk_id, chunk_schema, sql_in, sql_string
-from codesearch.corpus.store import write_fragments
+from codesearch.corpus.store import checkpoint, write_fragments
 from codesearch.files.changes import trusted_mtime, unchanged
 from codesearch.files.kinds import UNREAD_BY_DEFAULT, kind_of
 from codesearch.files.scan import Listing, list_files
@@ -264,6 +264,7 @@ class RepoWorker:
         were out of date (hashed, found the same: recorded anew so that the
         next refresh leaves them unread).
         """
+        checkpoint("repository")
         started, cpu_before, began_at = time.perf_counter(), cpu_seconds(), time.time()
         spec = self.spec
         in_repo = f"repo = {sql_string(repo)}"

@@ -38,6 +38,7 @@ from codesearch.corpus.changes import known_stats, stat_pass
 from codesearch.corpus.cluster import preflight, ray_session
 from codesearch.corpus.integrity import read_checksums, record, remove_sidecars, write_checksums
 from codesearch.corpus.keywords import fit_keywords
+from codesearch.corpus.lease import store_unavailable
 from codesearch.corpus.schema import (
     CHUNKS,
     FILE_SCHEMA,
@@ -53,7 +54,7 @@ from codesearch.corpus.schema import (
     sql_string,
 )
 from codesearch.corpus.store import CorpusStore, Writer, checkpoint, now, optimize_store
-from codesearch.exceptions import RootNotFoundError
+from codesearch.exceptions import CodeSearchError, RootNotFoundError
 from codesearch.files.scan import Listing
 from codesearch.files.walk import MAX_FILE_BYTES
 from codesearch.index.tiers import Tiers
@@ -245,7 +246,20 @@ class Driver:
             ModelMismatchError: the corpus was built by another model.
             ClusterUnavailableError: the Ray address cannot be reached.
             RootNotFoundError: a repository's folder is gone (a refresh with a local Ray).
+            CorpusStoreError: the object store of a corpus in a bucket did not answer (nothing past the last
+                manifest was made current).
         """
+        try:
+            return self._run(items, ray_address, tier, actors, refresh)
+        except CodeSearchError:
+            raise
+        except (OSError, ValueError) as exc:  # Lance's I/O errors are either (opening a dataset: ValueError)
+            if not self.store.remote or (isinstance(exc, ValueError) and "LanceError(IO)" not in str(exc)):
+                raise
+            raise store_unavailable(self.store.uri, exc) from None
+
+    def _run(self, items: list[tuple[str, str]], ray_address: str | None, tier: Tier, actors: int | None,
+             refresh: bool) -> CorpusReport:
         started, cpu_before = time.perf_counter(), cpu_seconds()
         if tier not in CORPUS_TIERS:
             raise ValueError(f"unknown tier {tier!r}; a corpus has {' or '.join(CORPUS_TIERS)}")

@@ -9,7 +9,9 @@ pinned one is restored), commits the fragments the actors wrote
 file rows and upgraded chunk rows with ``merge_insert`` and, once everything is
 committed, replaces the manifest. Concurrent ``merge_insert`` calls can
 duplicate rows in current Lance (lance#4585), so there is one writer: a lock
-file for a local store (:mod:`codesearch._lock`); for a bucket the caller runs one writer at a time.
+file for a local store (:mod:`codesearch._lock`), a lease in an S3 bucket
+(:mod:`codesearch.corpus.lease`, on S3's conditional writes, which it checks
+the store has); for ``gs://`` and ``az://`` the caller runs one writer at a time.
 
 Once the manifest names the new versions the writer removes the versions
 neither it nor the previous manifest names (:meth:`Writer.cleanup`), and data
@@ -19,7 +21,9 @@ files a failed or killed run wrote but never committed.
 right after the commit it names (``chunks-append``, ``chunks-delete``,
 ``chunks-merge``, ``files-merge``, ``files-delete``, ``keywords-delete``, ``keywords-compact``,
 ``keywords-append``, ``checksums`` (the sidecar of the files' sha256 written, the manifest not yet) or
-``manifest``): how the tests kill a build or refresh at a chosen point.
+``manifest``): how the tests kill a build or refresh at a chosen point; ``CODESEARCH_CORPUS_STOP_AT`` stops it
+there instead (SIGSTOP), and a worker at the start of each repository (``repository``), for a test to act on the
+store or the cluster meanwhile.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ import pyarrow as pa
 
 from codesearch._lock import FileLock, LockHeld
 from codesearch.corpus.indexes import VECTOR_INDEX, indexes_to_make, make_indexes, within_share
+from codesearch.corpus.lease import Lease
 from codesearch.corpus.schema import (
     CHUNKS,
     DATASETS,
@@ -52,6 +57,7 @@ if TYPE_CHECKING:
     import lance
 
 KILL_ENV = "CODESEARCH_CORPUS_KILL_AT"
+STOP_ENV = "CODESEARCH_CORPUS_STOP_AT"
 REBUILD_CORPUS = "build the corpus again into a new store (`codesearch corpus build NEW_STORE PATH...`)"
 """How a damaged corpus's message ends: a refresh rewrites only what changed on disk, never a damaged file."""
 SIDECAR_PREFIX = "checksums-"
@@ -81,6 +87,7 @@ class CorpusStore:
         self.storage_options = storage_options or {}
         self._opened: dict[tuple[str, int], lance.LanceDataset] = {}
         self._manifest: tuple[tuple[int, int, int], CorpusManifest] | None = None
+        self._lease: Lease | None = None  # the writer's, while one writes a bucket
         if self.remote:
             from pyarrow import fs
 
@@ -183,7 +190,13 @@ class CorpusStore:
         return (info.st_ino, info.st_mtime_ns, info.st_size)
 
     def write_manifest(self, manifest: CorpusManifest) -> None:
-        """Make ``manifest`` the corpus (the commit point of a build or refresh)."""
+        """Make ``manifest`` the corpus (the commit point of a build or refresh).
+
+        Raises:
+            IndexLockedError: this writer lost its lease of a bucket (another writer may have begun).
+        """
+        if self._lease is not None:
+            self._lease.check()
         manifest.updated = now()
         self.write_bytes(MANIFEST_FILE, manifest.to_json().encode("utf-8"))
         checkpoint("manifest")
@@ -280,7 +293,7 @@ class CorpusStore:
         Raises:
             IndexLockedError: another process is writing this corpus.
         """
-        lock = None
+        lock: FileLock | Lease | None = None
         if not self.remote:
             Path(self._root).mkdir(parents=True, exist_ok=True)
             lock = FileLock(Path(self._root) / ".writer.lock")
@@ -289,6 +302,9 @@ class CorpusStore:
             except LockHeld as held:
                 raise IndexLockedError(f"another process ({held.holder}) is writing the corpus at {self.uri}; "
                                        "wait for it to finish") from None
+        elif self.uri.startswith("s3://"):
+            lock = self._lease = Lease(self.uri, self.storage_options)
+            lock.acquire(timeout)
         try:
             pinned = self.manifest(fresh=True).versions if self.exists() else {}
             current = {}
@@ -301,6 +317,7 @@ class CorpusStore:
                     current[name] = ds.version  # the pinned contents, restored as the newest version
             yield Writer(self, current, pinned)
         finally:
+            self._lease = None
             if lock is not None:
                 lock.release()
 
@@ -342,12 +359,15 @@ _SQL_TYPES = {pa.int64(): "BIGINT", pa.int32(): "INT", pa.string(): "STRING"}
 
 
 def checkpoint(name: str, operation: str | None = None) -> None:
-    """Kill this process with SIGKILL when ``CODESEARCH_CORPUS_KILL_AT`` names this point (tests only): the
-    manifest's commit (or the sidecar's write before it, ``checksums``), or ``operation``'s commit to dataset ``name``
-    (``chunks-append``)."""
+    """Kill this process with SIGKILL when ``CODESEARCH_CORPUS_KILL_AT`` names this point, or stop it with SIGSTOP
+    (until a SIGCONT) when ``CODESEARCH_CORPUS_STOP_AT`` does (tests only): the manifest's commit (or the
+    sidecar's write before it, ``checksums``), ``operation``'s commit to dataset ``name`` (``chunks-append``), or a
+    worker's start on a repository (``repository``)."""
     point = name if operation is None else f"{name.split('.', maxsplit=1)[0]}-{operation}"
     if os.environ.get(KILL_ENV) == point:
         os.kill(os.getpid(), signal.SIGKILL)
+    if os.environ.get(STOP_ENV) == point:
+        os.kill(os.getpid(), signal.SIGSTOP)
 
 
 class Writer:
@@ -555,5 +575,5 @@ def optimize_store(uri: str, storage_options: dict[str, str], versions: dict[str
 
 
 
-__all__ = ["KEEP_VERSIONS_S", "KILL_ENV", "REBUILD_CORPUS", "SIDECAR_PREFIX", "CorpusStore", "Writer", "checkpoint",
+__all__ = ["KEEP_VERSIONS_S", "KILL_ENV", "REBUILD_CORPUS", "SIDECAR_PREFIX", "STOP_ENV", "CorpusStore", "Writer", "checkpoint",
            "optimize_store", "write_fragments"]
