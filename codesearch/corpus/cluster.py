@@ -50,17 +50,20 @@ def preflight(address: str, timeout: float = PREFLIGHT_SECONDS) -> None:
     """
     if address in ("auto", "local"):
         return
-    target = address.removeprefix("ray://")
-    host, _, port = target.rpartition(":")
+    host, port = _host(address), address.rpartition(":")[2]
     if not host or not port.isdigit():
         raise ClusterUnavailableError(f"--ray-address {address!r} is not HOST:PORT (e.g. 10.0.0.5:6379)")
     try:
-        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+        with socket.create_connection((host, int(port)), timeout=timeout):
             pass
     except OSError as exc:
         raise ClusterUnavailableError(
             f"cannot reach the Ray cluster at {address} ({exc.strerror or exc}); start it with `ray start --head`, "
             "or leave --ray-address out to run on a local Ray") from None
+
+
+def _host(address: str) -> str:
+    return address.removeprefix("ray://").rpartition(":")[0].strip("[]")
 
 
 @contextmanager
@@ -79,7 +82,10 @@ def ray_session(address: str | None = None, num_cpus: int | None = None) -> Iter
     if not ray.is_initialized():
         try:
             if address is not None:
-                ray.init(address=address, logging_level="WARNING", log_to_driver=False)
+                # A cluster at a loopback address is on this machine, bound to loopback: joined as a loopback node
+                # (Ray would otherwise look for it at this machine's network address).
+                loopback = {"_node_ip_address": "127.0.0.1"} if _host(address) in ("127.0.0.1", "localhost") else {}
+                ray.init(address=address, logging_level="WARNING", log_to_driver=False, **loopback)
             else:
                 ray.init(address="local", num_cpus=num_cpus, num_gpus=None, include_dashboard=False,
                          object_store_memory=OBJECT_STORE_BYTES, logging_level="WARNING", log_to_driver=False,

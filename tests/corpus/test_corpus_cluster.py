@@ -165,7 +165,7 @@ def driver(call: str, store: str, paths: list[str] | None, address: str | None, 
     """A build or refresh (``call``) in a process of its own, joined to the cluster at ``address`` (the actors get
     ``worker_env``)."""
     ray_init = "" if address is None else (
-        f"import ray\nray.init(address={address!r}, logging_level='ERROR', log_to_driver=False, "
+        f"import ray\nray.init(address={address!r}, _node_ip_address='127.0.0.1', logging_level='ERROR', log_to_driver=False, "
         f"runtime_env={{'env_vars': {worker_env or {}!r}}})")
     script = DRIVER.format(root=str(ROOT), tests=str(TESTS), here=str(HERE), ray_init=ray_init, store=store,
                            options=options, call=call, paths=paths, address=address)
