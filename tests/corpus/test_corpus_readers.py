@@ -16,7 +16,6 @@ pytest.importorskip("mcp")
 pytest.importorskip("uvicorn")
 
 from benchmarks import corpus_readers as readers
-
 from codesearch.corpus import Corpus
 
 
