@@ -236,9 +236,12 @@ def text_key(text: str) -> str:
 def start_moto() -> tuple[Any, dict[str, str]]:
     """moto's S3 server on 127.0.0.1 (a thread of this process) with bucket ``corpora``, and the ``AWS_*``
     variables that name it to every process started after (also set in this one)."""
+    import logging
+
     import boto3
     from moto.server import ThreadedMotoServer
 
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # a line per request otherwise
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()
