@@ -42,9 +42,9 @@ JSON keys: ``readers`` (per reader: ``answers``, ``errors``, ``inconsistent``,
 ``idle_n``, ``refresh_n``, ``idle_p50_ms``, ``idle_p99_ms``,
 ``refresh_p50_ms``, ``refresh_p99_ms``, ``p99_ratio``), the same figures
 overall, ``versions_seen``, ``refreshes``, ``refresh_errors``,
-``refresh_p50_s``, ``refresh_max_s``, ``states_seen``, ``error_samples``,
+``refresh_p50_s``, ``refresh_max_s``, ``states_refreshed``, ``error_samples``,
 ``inconsistent_samples``, ``store``, ``seconds``, ``idle_seconds``,
-``pause_ms``, ``chunks``.
+``pause_ms``.
 """
 
 from __future__ import annotations
