@@ -72,6 +72,9 @@ class Corpus:
         self._fits: StoredFits | None = None  # the keywords table at the manifest's version
         self._verifier = Verifier(self.store)
         self.last_report: CorpusReport | None = None
+        self.last_versions: dict[str, int] | None = None
+        """The dataset versions (the manifest's ``versions``) the last :meth:`search` read: the corpus version its
+        answer came from, whatever a refresh committed since; ``None`` before the first."""
 
     # -- building ---------------------------------------------------------------------------
 
@@ -177,6 +180,7 @@ class Corpus:
         check_search(query, k, mode)
         where = Scope.of(scope, include, exclude, kinds, exclude_kinds)
         manifest = self._checked()
+        self.last_versions = dict(manifest.versions)
         names = self._names(manifest, repos)
         version = manifest.versions[CHUNKS]
         if tier not in (None, *CORPUS_TIERS):

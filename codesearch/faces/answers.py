@@ -133,10 +133,16 @@ def search_answer(query: str, searches: Sequence[tuple[str, SearchInfo | None]],
     return answer
 
 
-def corpus_answer(query: str, repos: Sequence[str] | None, hits: Sequence[Hit], *,
-                  compact: bool = False) -> dict[str, Any]:
-    """What ``codesearch corpus search --json`` answers: ``query``, ``repos`` (``None``: every one) and ``hits``."""
-    return {"query": query, "repos": list(repos) if repos else None, "hits": hits_data(hits, compact=compact)}
+def corpus_answer(query: str, repos: Sequence[str] | None, hits: Sequence[Hit], *, compact: bool = False,
+                  versions: dict[str, int] | None = None) -> dict[str, Any]:
+    """What ``codesearch corpus search --json`` answers: ``query``, ``repos`` (``None``: every one), ``versions``
+    (the corpus version that answered, :attr:`Corpus.last_versions <codesearch.corpus.Corpus.last_versions>`, when
+    given) and ``hits``."""
+    answer: dict[str, Any] = {"query": query, "repos": list(repos) if repos else None}
+    if versions is not None:
+        answer["versions"] = dict(versions)
+    answer["hits"] = hits_data(hits, compact=compact)
+    return answer
 
 
 def check_max_tokens(max_tokens: int | None) -> None:

@@ -123,9 +123,10 @@ def corpus_search(query: str, store: str, repos: tuple[str, ...], model: str, k:
     """Search STORE for QUERY, across every repository or those named by --repo; each hit names its repository."""
     from codesearch.faces.answers import corpus_answer
 
-    hits = _corpus(store, model).search(query, k=k, repos=list(repos) or None, mode=mode,  # type: ignore[arg-type]
-                                        **scope_arguments(scope, include, exclude, kinds, no_tests, no_docs))
-    answer = corpus_answer(query, repos, hits, compact=compact)
+    searched = _corpus(store, model)
+    hits = searched.search(query, k=k, repos=list(repos) or None, mode=mode,  # type: ignore[arg-type]
+                           **scope_arguments(scope, include, exclude, kinds, no_tests, no_docs))
+    answer = corpus_answer(query, repos, hits, compact=compact, versions=searched.last_versions)
 
     def human(fitted: dict[str, Any]) -> None:
         if not fitted["hits"]:

@@ -43,7 +43,9 @@ def tool_corpus_search(ws: CorpusWorkspace, query: str, repo: str | None = None,
     with ws.lock:
         hits = ws.corpus.search(query, k=k, repos=[repo] if repo else None, mode=mode, scope=scope,
                                 include=as_strings(include), exclude=as_strings(exclude), kinds=as_strings(kinds) or None)
-    return fit({"repo": repo, "hits": hits_data(hits, max_lines=max_lines, compact=compact)}, max_tokens)
+        versions = ws.corpus.last_versions
+    return fit({"repo": repo, "versions": versions, "hits": hits_data(hits, max_lines=max_lines, compact=compact)},
+               max_tokens)
 
 
 def tool_corpus_status(ws: CorpusWorkspace, repo: str | None = None) -> dict[str, Any]:

@@ -140,7 +140,8 @@ class Served:
             repos = [repo] if repo else None
             with self.corpus.lock:
                 hits = self.corpus.corpus.search(q, repos=repos, **options)
-            return fit_to_budget(corpus_answer(q, repos, hits, compact=compact), max_tokens)
+                versions = self.corpus.corpus.last_versions
+            return fit_to_budget(corpus_answer(q, repos, hits, compact=compact, versions=versions), max_tokens)
         ws = self._workspace("search")
         options["exclude_kinds"] = {name for name, flag in (("test", no_tests), ("doc", no_docs)) if flag}
         roots = [ws.served(repo)] if repo else self.roots

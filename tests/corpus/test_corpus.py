@@ -657,6 +657,7 @@ def test_mcp_serves_a_corpus(built: tuple[Corpus, dict[str, Path]]) -> None:
     ws = CorpusWorkspace(c)
     answer = tool_corpus_search(ws, "super_len", repo="pyreq", k=2)
     assert answer["repo"] == "pyreq" and answer["hits"][0]["repo"] == "pyreq"
+    assert answer["versions"] == c.status()["versions"]  # the corpus version that answered
     assert answer["hits"][0]["location"].startswith("src/requests/utils.py:")
     assert {h["repo"] for h in tool_corpus_search(ws, "middleware request session", k=10)["hits"]} == {"pyreq", "gochi"}
     assert tool_corpus_status(ws)["repos"] == 2
@@ -949,7 +950,9 @@ def test_serve_and_the_retrievers_answer_for_a_corpus(built: tuple[Corpus, dict[
     served = Served(corpus=str(c.store.uri), **models())
     with TestClient(create_app(served), base_url="http://127.0.0.1") as client:
         answer = client.get("/api/search", params={"q": "super_len", "mode": "bm25", "k": 3}).json()
-        assert answer == corpus_answer("super_len", None, c.search("super_len", k=3, mode="bm25"))
+        assert answer == corpus_answer("super_len", None, c.search("super_len", k=3, mode="bm25"),
+                                       versions=c.status()["versions"])
+        assert c.last_versions == c.status()["versions"]
         assert answer["hits"][0]["repo"] == "pyreq"
         scoped = client.get("/api/search", params={"q": "router", "mode": "bm25", "repo": "gochi"}).json()
         assert scoped["repos"] == ["gochi"] and {h["repo"] for h in scoped["hits"]} == {"gochi"}
