@@ -139,7 +139,7 @@ def ray_cluster():  # type: ignore[no-untyped-def]
     env = {"PYTHONPATH": path}
     if os.environ.get("CODESEARCH_CACHE_DIR"):
         env["CODESEARCH_CACHE_DIR"] = os.environ["CODESEARCH_CACHE_DIR"]
-    ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR", log_to_driver=False,
+    ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="ERROR", log_to_driver=False,
              object_store_memory=256 * 1024**2, runtime_env={"env_vars": env})
     yield ray
     ray.shutdown()

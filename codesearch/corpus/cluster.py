@@ -21,6 +21,7 @@ from codesearch.exceptions import ClusterUnavailableError
 OBJECT_STORE_BYTES = 256 * 1024**2
 """The object store of a local Ray: blocks stream through it, so a small one bounds /dev/shm use."""
 PREFLIGHT_SECONDS = 3.0
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
 _QUIET = {
     "RAY_USAGE_STATS_ENABLED": "0",
     # An unreachable address fails in seconds, not minutes (never lower the *reconnect* timeout: Ray exits the process).
@@ -77,15 +78,17 @@ def ray_session(address: str | None = None, num_cpus: int | None = None) -> Iter
     """
     if address is not None:
         preflight(address)
+        if _host(address) in LOOPBACK:
+            # A cluster at a loopback address is on this machine and may listen on loopback only: this process
+            # joins it as a loopback node (Ray otherwise rewrites 127.0.0.1 to the machine's network address, and
+            # reads this switch when it is imported).
+            os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     ray = _import_ray()
     started = False
     if not ray.is_initialized():
         try:
             if address is not None:
-                # A cluster at a loopback address is on this machine, bound to loopback: joined as a loopback node
-                # (Ray would otherwise look for it at this machine's network address).
-                loopback = {"_node_ip_address": "127.0.0.1"} if _host(address) in ("127.0.0.1", "localhost") else {}
-                ray.init(address=address, logging_level="WARNING", log_to_driver=False, **loopback)
+                ray.init(address=address, logging_level="WARNING", log_to_driver=False)
             else:
                 ray.init(address="local", num_cpus=num_cpus, num_gpus=None, include_dashboard=False,
                          object_store_memory=OBJECT_STORE_BYTES, logging_level="WARNING", log_to_driver=False,

@@ -30,11 +30,11 @@ def main() -> None:
     from ray._private import ray_constants
     from ray.cluster_utils import Cluster
 
-    node = {"num_cpus": 1, "object_store_memory": OBJECT_STORE_BYTES, "node_ip_address": "127.0.0.1"}
+    worker_args = {"num_cpus": 1, "object_store_memory": OBJECT_STORE_BYTES, "node_ip_address": "127.0.0.1"}
     cluster = Cluster(initialize_head=True, head_node_args={
         "num_cpus": 0, "object_store_memory": OBJECT_STORE_BYTES, "include_dashboard": True, "node_ip_address": "127.0.0.1",
         "dashboard_host": "127.0.0.1"})
-    workers = [cluster.add_node(**node) for _ in range(2)]
+    workers = [cluster.add_node(**worker_args) for _ in range(2)]
     cluster.wait_for_nodes()
     say({"address": cluster.address, "workers": [w.node_id for w in workers]})
     for line in sys.stdin:
@@ -47,13 +47,13 @@ def main() -> None:
                                  raise_on_missing_output=False)
             say([{"class_name": a.class_name, "state": a.state, "node_id": a.node_id, "pid": a.pid} for a in actors])
         elif command == "raylet":
-            node = workers[int(argument)]
-            say({"pids": [p.process.pid for p in node.all_processes[ray_constants.PROCESS_TYPE_RAYLET]]})
+            raylets = workers[int(argument)].all_processes[ray_constants.PROCESS_TYPE_RAYLET]
+            say({"pids": [p.process.pid for p in raylets]})
         elif command == "remove":
             cluster.remove_node(workers[int(argument)], allow_graceful=False)
             say({"removed": int(argument)})
         elif command == "add":
-            workers.append(cluster.add_node(**node))
+            workers.append(cluster.add_node(**worker_args))
             cluster.wait_for_nodes()
             say({"added": workers[-1].node_id})
     cluster.shutdown()
