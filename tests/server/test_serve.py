@@ -377,3 +377,34 @@ def test_hostile_file_names_are_exact_in_json_and_escaped_on_the_page(tmp_path: 
         assert "e.py\nreal.py" not in html
     finally:
         stop_server(process)
+
+
+def test_the_served_socket_answers_a_kept_alive_connection_without_nagles_delay() -> None:
+    """The listening socket is made as TCP (not protocol 0), so that asyncio sets TCP_NODELAY on each connection it
+    accepts: without it each answer after the first on a kept-alive connection waited ~40 ms for the client's
+    delayed ACK (uvicorn writes a response's head and body apart)."""
+    import asyncio
+    import socket
+
+    from codesearch.server.app import _bind
+
+    async def accepted_nodelay() -> int:
+        sock = _bind("127.0.0.1", 0)
+        seen: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+        class Probe(asyncio.Protocol):
+            def connection_made(self, transport: asyncio.BaseTransport) -> None:
+                accepted = transport.get_extra_info("socket")
+                seen.set_result(accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+                transport.close()
+
+        server = await asyncio.get_running_loop().create_server(Probe, sock=sock)
+        port = sock.getsockname()[1]
+        _, writer = await asyncio.open_connection("127.0.0.1", port)
+        try:
+            return await asyncio.wait_for(seen, 10)
+        finally:
+            writer.close()
+            server.close()
+
+    assert asyncio.run(accepted_nodelay()) != 0
