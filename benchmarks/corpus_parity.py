@@ -2,7 +2,7 @@
 
 Usage:
     python -m benchmarks.corpus_parity dump --semble-benchmarks SEMBLE/benchmarks --mirrors MIRRORS [--trees DIR]
-        --work DIR --json OUT [--build-store NAME]
+        --work DIR --json OUT [--build-store NAME] [--store URI] [--ray-address HOST:PORT]
     python -m benchmarks.corpus_parity compare BEFORE.json AFTER.json [--tolerance 1e-9]
 
 ``dump`` builds once (or reuses) under ``--work`` a static-tier corpus of the
@@ -20,6 +20,10 @@ records:
   vectors, texts), file rows and stored keyword fits; with
   ``--build-store NAME`` a second corpus is built by the code that runs, and
   ``digest_built`` says what it holds.
+
+With ``--store s3://...`` and ``--ray-address`` the corpus is built by a Ray
+cluster into a bucket: ``compare`` of that dump with one of a local build
+says whether the cluster and the bucket give the same corpus and rankings.
 
 ``compare`` of a dump made before a change with one made after (run with the
 other code, on the same ``--work``) prints every ranking whose hits differ, or
@@ -53,12 +57,14 @@ VARIANTS: dict[str, dict[str, Any]] = {
 """The searches across repositories, each a scope the corpus applies its own way (a prefilter, a glob after)."""
 
 
-def store_digest(store: Path) -> dict[str, str]:
-    """sha256 of a corpus's chunk rows (by chunk id), file rows and stored keyword fits (by repository)."""
+def store_digest(store: Path | str) -> dict[str, str]:
+    """sha256 of a corpus's chunk rows (by chunk id), file rows and stored keyword fits (by repository), in a
+    folder or a bucket (Lance finds the bucket's endpoint and keys in the ``AWS_*`` variables)."""
     import lance
     import numpy as np
 
-    table = lance.dataset(str(store / "chunks.lance")).to_table(columns=[
+    store = str(store).rstrip("/")
+    table = lance.dataset(f"{store}/chunks.lance").to_table(columns=[
         "chunk_id", "repo", "path", "ordinal", "start_line", "end_line", "kind", "symbols", "def_names", "keyword_text",
         "content_key", "vector_key", "read", "static_vector", "text"])
     table = table.take(np.argsort(table["chunk_id"].to_numpy(), kind="stable"))
@@ -66,9 +72,9 @@ def store_digest(store: Path) -> dict[str, str]:
     for name in table.column_names:
         chunks.update(name.encode())
         chunks.update(json.dumps(table[name].to_pylist(), default=str).encode())
-    files = lance.dataset(str(store / "files.lance")).to_table(columns=["repo", "path", "sha256", "size", "chunks"])
+    files = lance.dataset(f"{store}/files.lance").to_table(columns=["repo", "path", "sha256", "size", "chunks"])
     rows = sorted(zip(*(files[c].to_pylist() for c in files.column_names)))
-    keywords = lance.dataset(str(store / "keywords.lance"))
+    keywords = lance.dataset(f"{store}/keywords.lance")
     names = keywords.to_table(columns=["repo"], with_row_address=True)
     fits = hashlib.sha256()
     for repo, address in sorted(zip(names["repo"].to_pylist(), names["_rowaddr"].to_pylist())):
@@ -86,10 +92,12 @@ def dump(args: argparse.Namespace) -> int:
     repos = load_repos(args.semble_benchmarks)
     export_trees(repos, args.mirrors, args.trees)
     paths = [f"{r.name}={r.root}" for r in repos]
-    store = args.work / "store"
+    store = args.store or str(args.work / "store")
     corpus = Corpus(store)
-    if not store.exists():
-        corpus.build(paths, tier="static")
+    if not corpus.store.exists():
+        report = corpus.build(paths, args.ray_address, tier="static")
+        print(f"built {store}: {report.chunks} chunks in {report.seconds:.1f} s on {report.actors} actors"
+              f"{' (Ray at ' + args.ray_address + ')' if args.ray_address else ''}", file=sys.stderr)
     out: dict[str, Any] = {"scoped": {}, "single": {}, "org": {}}
     for repo in repos:
         single = CodeSearch(repo.root, index_dir=args.work / "single" / repo.name)  # type: ignore[arg-type]
@@ -146,6 +154,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     d.add_argument("--trees", type=Path, default=Path(tempfile.gettempdir()) / "codesearch-peer-trees")
     d.add_argument("--work", type=Path, required=True, help="where the corpus and the single indexes are kept")
     d.add_argument("--build-store", help="also build a corpus of this name under --work with this code")
+    d.add_argument("--store", help="the corpus to build (once) and rank: a folder or an s3:// URI (the AWS_* "
+                                   "variables reach the bucket); default WORK/store")
+    d.add_argument("--ray-address", help="build on the Ray cluster at HOST:PORT (default: a local Ray)")
     d.add_argument("--json", dest="json_out", type=Path, required=True)
     c = commands.add_parser("compare", help="compare two dumps")
     c.add_argument("before", type=Path)

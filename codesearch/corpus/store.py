@@ -31,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import os
 import signal
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from datetime import datetime, timezone
@@ -62,6 +63,9 @@ REBUILD_CORPUS = "build the corpus again into a new store (`codesearch corpus bu
 """How a damaged corpus's message ends: a refresh rewrites only what changed on disk, never a damaged file."""
 SIDECAR_PREFIX = "checksums-"
 """The sidecars that record the sha256 of a corpus's files (:mod:`codesearch.corpus.integrity`) are named so."""
+MANIFEST_READS = 4
+"""Reads of a bucket's manifest before one that fails its own sha256 (or is not JSON) is called damaged: a read
+racing a writer's replacement can come back torn."""
 KEEP_VERSIONS_S = 3600.0
 """A finished build or refresh removes the dataset versions neither its manifest nor the previous one names once
 they are this old (:meth:`Writer.cleanup`). Lance keeps every version otherwise, and each compaction rewrites the
@@ -164,17 +168,25 @@ class CorpusStore:
         stamp = None if fresh else self._stamp()
         if stamp is not None and self._manifest is not None and self._manifest[0] == stamp:
             return self._manifest[1]
-        data = self.read_bytes(MANIFEST_FILE)
-        if data is None:
-            raise CorpusNotFoundError(f"{self.uri} is not a codesearch corpus (no {MANIFEST_FILE}); "
-                                      f"build one with `codesearch corpus build {self.uri} PATH...`")
-        try:
-            manifest = CorpusManifest.from_json(data.decode("utf-8"))
-        except ManifestDamaged as exc:
-            raise CorpusCorruptError(f"corpus file {self.uri}/{MANIFEST_FILE} is damaged ({exc}); {REBUILD_CORPUS}") \
-                from None
-        except (ValueError, KeyError, TypeError) as exc:
-            raise CorpusNotFoundError(f"{self.uri} is not a codesearch corpus this version reads ({exc})") from None
+        for attempt in range(MANIFEST_READS if self.remote else 1):
+            data = self.read_bytes(MANIFEST_FILE)
+            if data is None:
+                raise CorpusNotFoundError(f"{self.uri} is not a codesearch corpus (no {MANIFEST_FILE}); "
+                                          f"build one with `codesearch corpus build {self.uri} PATH...`")
+            try:
+                manifest = CorpusManifest.from_json(data.decode("utf-8"))
+                break
+            except (ManifestDamaged, ValueError, KeyError, TypeError) as exc:
+                # A bucket's read of the manifest while a writer replaces it can come back torn (the object's size
+                # read, then its bytes: ranged reads of two objects); read whole again before calling it damaged.
+                if attempt + 1 < (MANIFEST_READS if self.remote else 1):
+                    time.sleep(0.05 * (attempt + 1))
+                    continue
+                if isinstance(exc, ManifestDamaged):
+                    raise CorpusCorruptError(f"corpus file {self.uri}/{MANIFEST_FILE} is damaged ({exc}); "
+                                             f"{REBUILD_CORPUS}") from None
+                raise CorpusNotFoundError(f"{self.uri} is not a codesearch corpus this version reads ({exc})") \
+                    from None
         if stamp is not None:
             self._manifest = (stamp, manifest)
         return manifest

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import select
+import shutil
 import signal
 import socket
 import subprocess
@@ -45,6 +46,10 @@ from codesearch.exceptions import CorpusStoreError, IndexLockedError
 
 HERE = Path(__file__).resolve().parent
 pytestmark = pytest.mark.slow
+if os.environ.get("CODESEARCH_PUREPYTHON"):
+    # CI runs the suite twice, the second time with the pure-Python chunker forced; these seven minutes of cluster
+    # and store faults do not touch the chunker (both twins cut alike, tests/chunking), so they run once.
+    pytest.skip("the cluster's faults run in the pass with the compiled chunker", allow_module_level=True)
 
 
 def free_port() -> int:
@@ -306,6 +311,33 @@ def test_the_cli_builds_on_the_cluster_into_the_bucket_and_answers_from_it(
     assert json.loads(found.stdout)["hits"][0]["location"].startswith("src/requests/utils.py:")
 
 
+@pytest.fixture(scope="module")
+def base(s3: S3, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
+    """A corpus of make_repos's two repositories in the bucket (``s3://corpora/base``), built once by a driver of
+    its own on a local Ray; each fault test works on a copy (:func:`copy_of`)."""
+    folder = tmp_path_factory.mktemp("base-repos")
+    repos = make_repos(folder)
+    code, _, err = finished(driver("build", "s3://corpora/base", [str(p) for p in repos.values()], None,
+                                   s3.options()))
+    assert code == 0, err[-3000:]
+    return "s3://corpora/base", folder
+
+
+def copy_of(s3: S3, base: tuple[str, Path], name: str) -> tuple[str, dict[str, Path]]:
+    """A copy of the base corpus at ``s3://corpora/NAME``, and its repositories as they were when it was built
+    (written again: a test before may have edited them)."""
+    uri, folder = base
+    shutil.rmtree(folder)
+    repos = make_repos(folder)
+    client = boto3.client("s3", **s3.client_options())
+    prefix = uri.removeprefix("s3://corpora/")
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket="corpora", Prefix=f"{prefix}/"):
+        for item in page.get("Contents", []):
+            client.copy_object(Bucket="corpora", Key=f"{name}/{item['Key'].removeprefix(prefix + '/')}",
+                               CopySource={"Bucket": "corpora", "Key": item["Key"]})
+    return f"s3://corpora/{name}", repos
+
+
 # -- the object store's part --------------------------------------------------------------------------------------
 
 
@@ -362,14 +394,11 @@ def test_the_lease_is_one_writers_and_a_dead_writers_is_taken_over_after_its_ter
 @pytest.mark.parametrize("point", ["chunks-append", "chunks-delete", "files-merge", "keywords-delete",
                                    "keywords-append", "checksums", "manifest"])
 def test_kill_9_at_each_commit_point_in_a_bucket_leaves_the_old_or_the_new_corpus(
-        ray_cluster, s3: S3, tmp_path: Path, point: str) -> None:  # type: ignore[no-untyped-def]
+        s3: S3, base: tuple[str, Path], point: str) -> None:
     """The driver SIGKILLed right after each commit to S3: readers see one whole version; the next refresh, once
     the dead writer's lease ended, finishes the work."""
-    repos = make_repos(tmp_path / "repos")
-    uri = f"s3://corpora/killed-{point}"
+    uri, repos = copy_of(s3, base, f"killed-{point}")
     lease = {LEASE_ENV: "1"}
-    code, _, err = finished(driver("build", uri, [str(p) for p in repos.values()], None, s3.options(), env=lease))
-    assert code == 0, err[-3000:]
     c = Corpus(uri, storage_options=s3.options(), **models())  # type: ignore[arg-type]
     old_rows, old_hits = rows(c), [h.location for h in c.search("super_len", k=3, repos="pyreq")]
     (repos["pyreq"] / "src" / "requests" / "utils.py").write_text(UTILS.replace("super_len", "echidna_len"))
@@ -457,20 +486,17 @@ def stopped(pid: int, timeout: float = 120) -> None:
 
 @pytest.mark.parametrize("point", ["chunks-append", "files-merge", "checksums"])
 def test_the_store_gone_mid_refresh_is_one_line_then_the_next_refresh_completes(
-        ray_cluster, s3: S3, tmp_path: Path, point: str) -> None:  # type: ignore[no-untyped-def]
+        s3: S3, base: tuple[str, Path], point: str) -> None:
     """The S3 server stops answering right after a commit of a refresh (the refresh stopped there, the store
     taken away, the refresh let go): the refresh fails in one line, the corpus is the old one, whole, and once
     the store is back the next refresh completes."""
-    repos = make_repos(tmp_path / "repos")
+    uri, repos = copy_of(s3, base, f"outage-{point}")
     proxy = Proxy(s3.port)
     endpoint = f"http://127.0.0.1:{proxy.port}"
     # Lance's and boto3's retries cut short, so that the outage is an error in seconds, not minutes.
     options = s3.options(endpoint, client_max_retries="1", client_retry_timeout="3", connect_timeout="2s",
                          timeout="5s")
-    uri = f"s3://corpora/outage-{point}"
     env = {**s3.env(endpoint), LEASE_ENV: "2", "AWS_MAX_ATTEMPTS": "1"}
-    code, _, err = finished(driver("build", uri, [str(p) for p in repos.values()], None, options, env=env))
-    assert code == 0, err[-3000:]
     before = rows(Corpus(uri, storage_options=s3.options(), **models()))  # type: ignore[arg-type]
     (repos["pyreq"] / "src" / "requests" / "utils.py").write_text(UTILS.replace("super_len", "quokka_len"))
     proc = driver("refresh", uri, None, None, options, env={**env, STOP_ENV: point})
@@ -497,13 +523,10 @@ def test_the_store_gone_mid_refresh_is_one_line_then_the_next_refresh_completes(
     proxy.stop()
 
 
-def test_two_drivers_at_once_in_a_bucket_lose_no_update(ray_cluster, s3: S3, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_two_drivers_at_once_in_a_bucket_lose_no_update(s3: S3, base: tuple[str, Path]) -> None:
     """Two refreshes of one bucket at once: one waits for the other's lease (or fails in one line, to be run
     again); either way no update is lost."""
-    repos = make_repos(tmp_path / "repos")
-    uri = "s3://corpora/two-drivers"
-    code, _, err = finished(driver("build", uri, [str(p) for p in repos.values()], None, s3.options()))
-    assert code == 0, err[-3000:]
+    uri, repos = copy_of(s3, base, "two-drivers")
     (repos["pyreq"] / "src" / "requests" / "utils.py").write_text(UTILS.replace("super_len", "platypus_len"))
     first = driver("refresh", uri, [str(repos["pyreq"])], None, s3.options())
     (repos["gochi"] / "mux.go").write_text("package chi\n\n// Numbat counts routes.\nfunc Numbat() {}\n")
