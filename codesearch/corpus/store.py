@@ -168,7 +168,8 @@ class CorpusStore:
         stamp = None if fresh else self._stamp()
         if stamp is not None and self._manifest is not None and self._manifest[0] == stamp:
             return self._manifest[1]
-        for attempt in range(MANIFEST_READS if self.remote else 1):
+        reads = MANIFEST_READS if self.remote else 1
+        for attempt in range(reads):
             data = self.read_bytes(MANIFEST_FILE)
             if data is None:
                 raise CorpusNotFoundError(f"{self.uri} is not a codesearch corpus (no {MANIFEST_FILE}); "
@@ -179,7 +180,7 @@ class CorpusStore:
             except (ManifestDamaged, ValueError, KeyError, TypeError) as exc:
                 # A bucket's read of the manifest while a writer replaces it can come back torn (the object's size
                 # read, then its bytes: ranged reads of two objects); read whole again before calling it damaged.
-                if attempt + 1 < (MANIFEST_READS if self.remote else 1):
+                if attempt + 1 < reads:
                     time.sleep(0.05 * (attempt + 1))
                     continue
                 if isinstance(exc, ManifestDamaged):

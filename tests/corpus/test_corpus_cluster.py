@@ -391,6 +391,29 @@ def test_the_lease_is_one_writers_and_a_dead_writers_is_taken_over_after_its_ter
     assert "Contents" not in client.list_objects_v2(Bucket="corpora", Prefix=f"leased/{LEASE_FILE}")
 
 
+def test_a_manifest_read_torn_by_a_writers_replacement_is_read_again(
+        s3: S3, base: tuple[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bucket's object read across its replacement can come back cut short or mixed: the manifest, which checks
+    its own sha256, is read again; four torn reads in a row are a damaged corpus."""
+    from codesearch.corpus.store import CorpusStore
+    from codesearch.exceptions import CorpusCorruptError, CorpusNotFoundError
+
+    uri, _ = copy_of(s3, base, "torn")
+    store = CorpusStore(uri, s3.options())
+    whole = store.read_bytes("corpus.json")
+    assert whole is not None
+    torn = [whole[: len(whole) // 2], whole.replace(b'"updated"', b'"updatex"')]
+    reads = iter([*torn, whole])
+    monkeypatch.setattr(store, "read_bytes", lambda name: next(reads))
+    assert store.manifest(fresh=True).versions == CorpusStore(uri, s3.options()).manifest().versions
+    monkeypatch.setattr(store, "read_bytes", lambda name: torn[1])
+    with pytest.raises(CorpusCorruptError, match="is damaged"):
+        store.manifest(fresh=True)
+    monkeypatch.setattr(store, "read_bytes", lambda name: torn[0])
+    with pytest.raises(CorpusNotFoundError, match="not a codesearch corpus this version reads"):
+        store.manifest(fresh=True)
+
+
 @pytest.mark.parametrize("point", ["chunks-append", "chunks-delete", "files-merge", "keywords-delete",
                                    "keywords-append", "checksums", "manifest"])
 def test_kill_9_at_each_commit_point_in_a_bucket_leaves_the_old_or_the_new_corpus(
@@ -523,22 +546,30 @@ def test_the_store_gone_mid_refresh_is_one_line_then_the_next_refresh_completes(
     proxy.stop()
 
 
-def test_two_drivers_at_once_in_a_bucket_lose_no_update(s3: S3, base: tuple[str, Path]) -> None:
-    """Two refreshes of one bucket at once: one waits for the other's lease (or fails in one line, to be run
-    again); either way no update is lost."""
-    uri, repos = copy_of(s3, base, "two-drivers")
+@pytest.mark.parametrize("where", ["bucket", "folder"])
+def test_two_drivers_at_once_lose_no_update(ray_cluster, s3: S3, base: tuple[str, Path], tmp_path: Path,  # type: ignore[no-untyped-def]
+                                            where: str) -> None:
+    """Two refreshes of one corpus at once, in a bucket (the lease) and in a folder (the lock file): one waits for
+    the other (or fails in one line, to be run again); either way no update is lost."""
+    if where == "bucket":
+        uri, repos = copy_of(s3, base, "two-drivers")
+        options = s3.options()
+    else:
+        repos = make_repos(tmp_path / "repos")
+        uri = str(tmp_path / "store")
+        Corpus(uri, **models()).build([str(p) for p in repos.values()])  # type: ignore[arg-type]
+        options = {}
     (repos["pyreq"] / "src" / "requests" / "utils.py").write_text(UTILS.replace("super_len", "platypus_len"))
-    first = driver("refresh", uri, [str(repos["pyreq"])], None, s3.options())
+    first = driver("refresh", uri, [str(repos["pyreq"])], None, options)
     (repos["gochi"] / "mux.go").write_text("package chi\n\n// Numbat counts routes.\nfunc Numbat() {}\n")
-    second = driver("refresh", uri, [str(repos["gochi"])], None, s3.options())
+    second = driver("refresh", uri, [str(repos["gochi"])], None, options)
     outcomes = [finished(first), finished(second)]
     for code, _, err in outcomes:
         assert code == 0 or ("IndexLockedError" in err and "is writing the corpus" in err), err[-3000:]
     for (code, _, _), repo in zip(outcomes, ("pyreq", "gochi")):
         if code != 0:  # refused while the other wrote: run again, as its message says
-            c = Corpus(uri, storage_options=s3.options(), **models())  # type: ignore[arg-type]
-            c.refresh([str(repos[repo])])
-    c = Corpus(uri, storage_options=s3.options(), **models())  # type: ignore[arg-type]
+            Corpus(uri, storage_options=options, **models()).refresh([str(repos[repo])])  # type: ignore[arg-type]
+    c = Corpus(uri, storage_options=options, **models())  # type: ignore[arg-type]
     assert [h for h in c.search("platypus_len", k=3, repos="pyreq", mode="bm25") if "platypus" in h.text]
     assert [h for h in c.search("Numbat", k=3, repos="gochi", mode="bm25") if "Numbat" in h.text]
     assert c.verify()["verified"]
