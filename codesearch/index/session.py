@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -192,9 +193,10 @@ class IndexSession:
                refresh: bool | None) -> tuple[LoadedIndex, list[tuple[int, float]], SearchInfo]:
         """Rank the chunks for ``query``: ``(the index answered from, (chunk, score) best first, how)``.
 
-        The query's vector is made on a worker thread while the changed files
-        are found and refreshed; a refresh that changed the tier (another
-        process committed the transformer's) embeds it again.
+        With a stat pass, the query's vector is made on a worker thread while
+        the changed files are found and refreshed (a refresh that changed the
+        tier, another process having committed the transformer's, embeds it
+        again); without one, here.
         """
         started = time.perf_counter()
         loaded, built = self.current()
@@ -211,9 +213,11 @@ class IndexSession:
         mask = loaded.scope_mask(where)
         tier: Tier | None = None
         query_vector: np.ndarray | None = None
+        pending: Future[np.ndarray] | None = None
         if mode != "bm25":
             tier, embedder = self.tiers.answering(loaded, mask)
-            pending = self.tiers.embed_query_soon(embedder, query)
+            if stat_pass:  # made while the changed files are found; without a stat pass a thread's hop is all it adds
+                pending = self.tiers.embed_query_soon(embedder, query)
         refreshed = 0
         if stat_pass:
             loaded, refreshed = self.refresh(loaded)
@@ -221,7 +225,8 @@ class IndexSession:
                 mask = loaded.scope_mask(where)
         if mode != "bm25":
             now, now_embedder = self.tiers.answering(loaded, mask) if refreshed else (tier, embedder)
-            query_vector = pending.result() if now_embedder is embedder else now_embedder.embed_query(query)
+            query_vector = pending.result() if pending is not None and now_embedder is embedder else \
+                now_embedder.embed_query(query)
             tier = now
             if not np.any(query_vector):
                 query_vector = None  # a static model that knows none of the query's tokens: nothing to rank by
