@@ -57,7 +57,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
@@ -65,6 +64,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks._harness import percentile, script_command, script_env, table, write_json
+from benchmarks.serve_load import start_server, stop_server
 
 READERS = ("api-scoped", "api-org", "mcp-scoped", "mcp-org")
 STATES = {"A": "alpha", "B": "beta"}
@@ -291,8 +291,8 @@ def _api_reader(queries: list[dict[str, Any]], base: str, out: Path, ready: Path
     from benchmarks.serve_load import Client
 
     def ask(n: int) -> dict[str, Any]:
-        # A connection per query: on a kept-alive one every answer after the first waited ~40 ms more (a stall
-        # of the server's, measured with curl as well; reported), which would hide what a refresh costs.
+        # A connection per query, as the 2026-12-05 runs measured: then a kept-alive connection stalled every
+        # answer after the first by ~40 ms (serve's socket lacked TCP_NODELAY; fixed since).
         client = Client(base)
         began = time.monotonic()
         try:
@@ -398,45 +398,6 @@ def _refresher(store: str, repos: dict[str, Path], seconds: float, out: Path, go
 # -- the run ------------------------------------------------------------------------------------------
 
 
-def start_serve(store: str, env: dict[str, str], log: Path, timeout: float = 120.0) -> tuple[subprocess.Popen[str], str]:
-    """``codesearch serve --corpus STORE --port 0``; the process and its base URL once it listens.
-
-    Raises:
-        RuntimeError: it exited or said nothing within ``timeout`` seconds.
-    """
-    handle = open(log, "w")  # noqa: SIM115 - the server's stderr, kept open while it runs
-    process = subprocess.Popen([sys.executable, "-m", "codesearch.faces.cli", "serve", "--corpus", store, "--port", "0"],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
-    found: list[str] = []
-
-    def read() -> None:
-        assert process.stderr is not None
-        for line in process.stderr:
-            handle.write(line)
-            handle.flush()
-            if line.startswith("codesearch serve: http://") and not found:
-                found.append(line.split()[2].rstrip("/"))
-
-    threading.Thread(target=read, daemon=True).start()
-    deadline = time.monotonic() + timeout
-    while not found and process.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
-    if not found:
-        process.kill()
-        process.wait()
-        raise RuntimeError(f"codesearch serve did not start: {log.read_text()[-2000:]}")
-    return process, found[0]
-
-
-def _stop(process: subprocess.Popen[Any], timeout: float = 20.0) -> None:
-    process.terminate()
-    try:
-        process.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
-
-
 def run(store: str, repos: dict[str, Path], work: Path, *, seconds: float = 60.0, idle_seconds: float = 30.0,
         pause_ms: float = 0.0, env: dict[str, str] | None = None, start_timeout: float = 180.0) -> dict[str, Any]:
     """The four readers and the refresher on the corpus at ``store`` (built from ``repos``, its toggled files in
@@ -471,10 +432,10 @@ def run(store: str, repos: dict[str, Path], work: Path, *, seconds: float = 60.0
                                  env=env, stderr=open(work / "refresher.log", "w"))  # noqa: SIM115
     processes["refresher"] = refresher
     try:
-        server, base = start_serve(store, env, work / "serve.log", start_timeout)
+        server, base = start_server(["--corpus", store], start_timeout, env=env, log=work / "serve.log")
     except RuntimeError:
         for process in processes.values():
-            _stop(process)
+            stop_server(process, 20.0)
         raise
     try:
         for name in READERS[:2]:
@@ -500,8 +461,8 @@ def run(store: str, repos: dict[str, Path], work: Path, *, seconds: float = 60.0
         stop.touch()
         for process in processes.values():
             if process.poll() is None:
-                _stop(process)
-        _stop(server)
+                stop_server(process, 20.0)
+        stop_server(server, 20.0)
     refreshes = load_records(work / "refresher.jsonl")
     marks["refresh0"] = refreshes[0]["t0"] if refreshes else marks["idle1"]
     answers = {name: load_records(work / f"{name}.jsonl") for name in READERS}

@@ -54,22 +54,29 @@ def quantile(values: Sequence[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
 
 
-def start_server(args: Sequence[str], timeout: float = 120.0) -> tuple[subprocess.Popen[str], str]:
-    """``codesearch serve ARGS --port 0`` in a subprocess; its base URL once it listens.
+def start_server(args: Sequence[str], timeout: float = 120.0, env: dict[str, str] | None = None,
+                 log: Path | None = None) -> tuple[subprocess.Popen[str], str]:
+    """``codesearch serve ARGS --port 0`` in a subprocess (with ``env``, else this one's); its base URL once it
+    listens. ``log``: a file that gets all it prints, for as long as it runs.
 
     Raises:
         RuntimeError: it exited or said nothing within ``timeout`` seconds (with what it printed).
     """
     process = subprocess.Popen([sys.executable, "-m", "codesearch.faces.cli", "serve", *args, "--port", "0"],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
     assert process.stderr is not None
     said: list[str] = []
     found: list[str] = []
+    handle = open(log, "w") if log is not None else None  # noqa: SIM115 - kept open while the server runs
 
     def read() -> None:
         assert process.stderr is not None
         for line in process.stderr:
-            said.append(line)
+            if handle is not None:
+                handle.write(line)
+                handle.flush()
+            elif not found:
+                said.append(line)
             if line.startswith("codesearch serve: http://") and not found:
                 found.append(line.split()[2].rstrip("/"))
 
@@ -80,14 +87,16 @@ def start_server(args: Sequence[str], timeout: float = 120.0) -> tuple[subproces
     if not found:
         process.kill()
         process.wait()
-        raise RuntimeError("codesearch serve did not start: " + "".join(said)[-2000:])
+        printed = log.read_text() if log is not None else "".join(said)
+        raise RuntimeError("codesearch serve did not start: " + printed[-2000:])
     return process, found[0]
 
 
-def stop_server(process: subprocess.Popen[str]) -> None:
+def stop_server(process: subprocess.Popen[Any], timeout: float = 10.0) -> None:
+    """Terminate ``process`` (a server, or any child), killing it if it has not exited within ``timeout`` s."""
     process.terminate()
     try:
-        process.wait(timeout=10)
+        process.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
