@@ -16,6 +16,8 @@ class Strings(Sequence[str]):
     def __init__(self, blob: np.ndarray, offsets: np.ndarray) -> None:
         self.blob = blob
         self.offsets = offsets
+        self._views: tuple[memoryview, memoryview] | None = None  # (blob, offsets), made at the first find
+        self._order: tuple[np.ndarray, memoryview] | None = None  # the last order given to find, and its view
 
     @classmethod
     def of(cls, strings: Iterable[str]) -> Strings:
@@ -28,7 +30,15 @@ class Strings(Sequence[str]):
         return len(self.offsets) - 1
 
     def __getitem__(self, i: int) -> str:  # type: ignore[override]
-        return _decode(bytes(self.blob[self.offsets[i]:self.offsets[i + 1]]))
+        blob, offsets = self._memoryviews()
+        return _decode(bytes(blob[offsets[i]:offsets[i + 1]]))
+
+    def _memoryviews(self) -> tuple[memoryview, memoryview]:
+        """The blob and the offsets as memory views, made once without copying: indexed, they give plain bytes and
+        ints, in half the time the arrays take (a query's terms are looked up, and its hits read, so)."""
+        if self._views is None:
+            self._views = np.ascontiguousarray(self.blob).data, np.ascontiguousarray(self.offsets).data
+        return self._views
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.tolist())
@@ -45,18 +55,23 @@ class Strings(Sequence[str]):
         """The position of ``key``, by binary search: the strings must be in UTF-8 byte order, or ``order`` lists
         the positions in that order. ``None`` when absent."""
         target = key.encode("utf-8", "surrogatepass")
-        blob, offsets = self.blob, self.offsets
-        low, high = 0, len(self)
+        blob, offsets = self._memoryviews()
+        ranks = None
+        if order is not None:
+            if self._order is None or self._order[0] is not order:
+                self._order = order, np.ascontiguousarray(order).data
+            ranks = self._order[1]
+        low, high = 0, len(offsets) - 1
         while low < high:
             middle = (low + high) // 2
-            i = int(order[middle]) if order is not None else middle
+            i = middle if ranks is None else ranks[middle]
             found = bytes(blob[offsets[i]:offsets[i + 1]])
             if found < target:
                 low = middle + 1
             elif found > target:
                 high = middle
             else:
-                return i
+                return int(i)
         return None
 
     def to_arrays(self, name: str) -> dict[str, np.ndarray]:
