@@ -75,7 +75,8 @@ def weighted_votes(
     for w in weights:
         if not (math.isfinite(w) and w >= 0):
             raise ValueError(f"reciprocal rank fusion weights must be finite and >= 0, got {w!r}")
-    votes: dict[H, list[float]] = {}
+    fused: dict[H, float] = {}  # an id's vote, while it has one
+    votes: dict[H, list[float]] = {}  # the votes of an id that has several
     first_place: dict[H, tuple[int, int]] = {}
     for index, (ranking, weight) in enumerate(zip(rankings, weights)):
         if isinstance(ranking, (str, bytes)):
@@ -83,25 +84,29 @@ def weighted_votes(
         if weight == 0:
             continue
         voting = list(islice(ranking, depth))
+        # Every place's vote at once, each operation as one float would take it (numpy rounds each alike).
+        rank_votes = 1.0 / (k + np.arange(1, len(voting) + 1, dtype=np.float64))
         values = scores[index] if scores is not None and score_share > 0 else None
         if values is not None and voting:
             own = np.asarray(values[: len(voting)], dtype=np.float64)
             given = ranges[index] if ranges is not None else None
             low, high = given if given is not None else (own.min(), own.max())
             low, span = float(low), float(high - low) or 1.0
+            rank_votes = (1.0 - score_share) * rank_votes + score_share * (own - low) / span / (k + 1)
         seen: set[H] = set()
-        for rank, item in enumerate(voting, start=1):
+        for rank, (item, vote) in enumerate(zip(voting, (weight * rank_votes).tolist()), start=1):
             if item in seen:
                 continue
             seen.add(item)
-            vote = 1.0 / (k + rank)
-            if values is not None:
-                vote = (1.0 - score_share) * vote + score_share * (float(own[rank - 1]) - low) / span / (k + 1)
-            votes.setdefault(item, []).append(weight * vote)
-            place = (rank, index)
-            if item not in first_place or place < first_place[item]:
-                first_place[item] = place
-    return {item: math.fsum(item_votes) for item, item_votes in votes.items()}, first_place
+            if item not in fused:
+                fused[item] = vote
+                first_place[item] = (rank, index)
+            else:
+                votes.setdefault(item, [fused[item]]).append(vote)
+                first_place[item] = min(first_place[item], (rank, index))
+    for item, item_votes in votes.items():
+        fused[item] = math.fsum(item_votes)
+    return fused, first_place
 
 
 def reciprocal_rank_fusion(

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from codesearch.ranking.fusion import reciprocal_rank_fusion
+from codesearch.ranking.fusion import reciprocal_rank_fusion, weighted_votes
 
 
 def ids(fused: list[tuple[object, float]]) -> list[object]:
@@ -125,3 +125,48 @@ def test_matches_brute_force_and_is_order_free(
 def test_single_list_keeps_its_order(ranking: list[int]) -> None:
     fused = reciprocal_rank_fusion([ranking], k=60, depth=30)
     assert fused == [(item, 1 / (60 + r)) for r, item in enumerate(ranking[:30], start=1)]
+
+
+def _votes_one_by_one(rankings, weights, k, depth, scores, score_share, ranges):  # type: ignore[no-untyped-def]
+    """weighted_votes written as its docstring says, one place and one float at a time (the reference)."""
+    import math
+
+    votes: dict[int, list[float]] = {}
+    first: dict[int, tuple[int, int]] = {}
+    for index, (ranking, weight) in enumerate(zip(rankings, weights)):
+        if weight == 0:
+            continue
+        voting = ranking[:depth]
+        own = scores[index] if score_share > 0 else None
+        if own is not None and voting:
+            low, high = ranges[index] if ranges[index] is not None else (min(own[: len(voting)]), max(own[: len(voting)]))
+            span = float(high - low) or 1.0
+        seen: set[int] = set()
+        for rank, item in enumerate(voting, start=1):
+            if item in seen:
+                continue
+            seen.add(item)
+            vote = 1.0 / (k + rank)
+            if own is not None:
+                vote = (1.0 - score_share) * vote + score_share * (own[rank - 1] - low) / span / (k + 1)
+            votes.setdefault(item, []).append(weight * vote)
+            first[item] = min(first.get(item, (rank, index)), (rank, index))
+    return {item: math.fsum(v) for item, v in votes.items()}, first
+
+
+@settings(max_examples=300)
+@given(st.data())
+def test_weighted_votes_are_the_one_by_one_sums_to_the_last_bit(data: st.DataObject) -> None:
+    # Three lists, ids repeated within and across them, own scores scaled over given or own ranges, a cut.
+    n_lists = data.draw(st.integers(1, 3))
+    rankings = [data.draw(st.lists(st.integers(0, 30), max_size=25)) for _ in range(n_lists)]
+    weights = [data.draw(st.sampled_from([0.0, 0.3, 0.5, 1.0, 0.7142857])) for _ in range(n_lists)]
+    scores = [sorted(data.draw(st.lists(st.floats(-5, 5), min_size=len(r), max_size=len(r))), reverse=True)
+              for r in rankings]
+    ranges = [data.draw(st.none() | st.just((-6.0, 6.0))) for _ in range(n_lists)]
+    k, depth = data.draw(st.sampled_from([0.0, 60.0, 7.5])), data.draw(st.sampled_from([None, 1, 10]))
+    share = data.draw(st.sampled_from([0.0, 0.6, 1.0]))
+    fused, first = weighted_votes(rankings, weights, k, depth, scores, share, ranges)
+    expected, expected_first = _votes_one_by_one(rankings, weights, k, depth, scores, share, ranges)
+    assert list(fused.items()) == list(expected.items())  # the same floats, in the same order
+    assert first == expected_first
