@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from operator import itemgetter
 
 import numpy as np
 
@@ -124,16 +125,18 @@ def boost_path_words(scores: Scores, profile: QueryProfile, facts: RankingFacts,
     the query calls by its whole name gains ``path_name_boost * top`` more, on
     its best candidate.
     """
-    words = profile.words
-    if profile.is_symbol or not words:
+    if profile.is_symbol or not profile.words:
         return
+    # In one order (the words are a set, whose order changes from one process to the next): the sums below, and with
+    # them a score's last bit, are the same in every process.
+    words = sorted(profile.words)
     n_files = len(facts.files)
     matches = {word: facts.files_matching(word) for word in words}
     weights = {word: math.log((n_files + 1) / (len(files) + 1)) for word, files in matches.items()}
     total = sum(weights.values())
     shares: dict[int, float] = {}
-    for chunk in list(scores) if total > 0 else ():
-        number = int(facts.file_of[chunk])
+    chunks = list(scores) if total > 0 else []
+    for chunk, number in zip(chunks, _files_of(facts, chunks)):
         share = shares.get(number)
         if share is None:
             share = shares[number] = sum(w for word, w in weights.items() if number in matches[word]) / total
@@ -150,8 +153,9 @@ def _boost_named_files(scores: Scores, profile: QueryProfile, facts: RankingFact
     if not named:
         return
     best: dict[int, int] = {}
-    for chunk, score in scores.items():
-        number = int(facts.file_of[chunk])
+    chunks = list(scores)
+    for chunk, number in zip(chunks, _files_of(facts, chunks)):
+        score = scores[chunk]
         if number in named and (number not in best or (score, -chunk) > (scores[best[number]], -best[number])):
             best[number] = chunk
     for chunk in best.values():
@@ -169,8 +173,9 @@ def boost_coherence(scores: Scores, facts: RankingFacts, ranking: Ranking, top: 
         return
     sums: dict[int, float] = {}
     best: dict[int, int] = {}
-    for chunk, score in scores.items():
-        number = int(facts.file_of[chunk])
+    chunks = list(scores)
+    for chunk, number in zip(chunks, _files_of(facts, chunks)):
+        score = scores[chunk]
         sums[number] = sums.get(number, 0.0) + score
         if number not in best or score > scores[best[number]] or (score == scores[best[number]] and chunk < best[number]):
             best[number] = chunk
@@ -192,13 +197,22 @@ def apply_priors(scores: Scores, facts: RankingFacts, ranking: Ranking, profile:
     if DECLARATION in multipliers and (profile.is_symbol or profile.asks_types):
         multipliers = {name: m for name, m in multipliers.items() if name != DECLARATION}
     priors = facts.chunk_priors(multipliers)
-    for chunk in scores:
-        scores[chunk] *= float(priors[chunk])
+    chunks = list(scores)
+    values = priors[chunks].tolist() if isinstance(priors, np.ndarray) else [float(priors[c]) for c in chunks]
+    for chunk, prior in zip(chunks, values):
+        scores[chunk] *= prior
 
 
 def ordered(scores: Scores) -> list[tuple[int, float]]:
     """Candidates best first; equal scores in chunk order."""
-    return sorted(scores.items(), key=lambda item: (-item[1], item[0]))
+    return _best_first(scores.items())
+
+
+def _best_first(pairs: Iterable[tuple[int, float]]) -> list[tuple[int, float]]:
+    """``(chunk, score)`` pairs of distinct chunks best first, equal scores in chunk order."""
+    out = sorted(pairs)  # chunk order: the chunks are distinct, so no score is compared
+    out.sort(key=itemgetter(1), reverse=True)  # a stable sort, reversed or not: equal scores keep chunk order
+    return out
 
 
 def diversify(scores: Scores, facts: RankingFacts, ranking: Ranking, evidence: Scores | None = None,
@@ -243,8 +257,16 @@ def diversify(scores: Scores, facts: RankingFacts, ranking: Ranking, evidence: S
         out.append((chunk, score))
         if k is not None:
             (heapq.heappush if len(best) < k else heapq.heappushpop)(best, score)
-    out.sort(key=lambda item: (-item[1], item[0]))
+    out = _best_first(out)
     return out if k is None else out[:k]
+
+
+def _files_of(facts: RankingFacts, chunks: list[int]) -> list[int]:
+    """Each of ``chunks``' file number, gathered at once from an index's array (one lookup each from a mapping)."""
+    file_of = facts.file_of
+    if isinstance(file_of, np.ndarray):
+        return file_of[chunks].tolist() if chunks else []
+    return [int(file_of[chunk]) for chunk in chunks]
 
 
 def _rows(vectors: np.ndarray | Mapping[int, np.ndarray], chunks: list[int]) -> np.ndarray:

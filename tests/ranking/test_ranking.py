@@ -320,6 +320,34 @@ def test_path_words_below_the_least_share_gain_nothing(facts: ChunkFacts) -> Non
         Ranking(path_min_share=1.5)
 
 
+_PATH_WORDS_IN_A_PROCESS = """
+from codesearch.ranking import ChunkFacts, Ranking, analyze_query
+from codesearch.ranking import stages as S
+words = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india"]
+paths = [f"{words[i % 9]}/{words[(i * 5 + 2) % 9]}_{words[(i * 7 + 1) % 9] if i % 3 else 'main'}{i}.py" for i in range(40)]
+facts = ChunkFacts.of_records([{"path": p} for p in paths])
+scores = {i: 1.0 / (i + 1) for i in range(40)}
+S.boost_path_words(scores, analyze_query("where " + " ".join(words[:7]) + " meet"), facts, Ranking(), top=1.0)
+print(repr(sorted(scores.items())))
+"""
+
+
+def test_path_words_score_alike_in_every_process() -> None:
+    # A query's words are a set, iterated in an order that changes with the process's hash seed; the weights they
+    # sum to must not (before, three different sets of scores came out of six seeds for this query).
+    import os
+    import subprocess
+    import sys
+
+    outputs = set()
+    for seed in range(6):
+        env = {**os.environ, "PYTHONHASHSEED": str(seed)}
+        done = subprocess.run([sys.executable, "-c", _PATH_WORDS_IN_A_PROCESS], env=env, capture_output=True,
+                              text=True, check=True)
+        outputs.add(done.stdout)
+    assert len(outputs) == 1 and "(39, " in outputs.pop()
+
+
 def test_a_file_called_by_its_whole_name_raises_its_best_candidate(facts: ChunkFacts) -> None:
     r = Ranking(path_boost=0.0, path_name_boost=0.5)
     scores = {0: 0.2, 1: 0.3, 2: 0.4, 4: 0.1}
@@ -332,6 +360,11 @@ def test_a_file_called_by_its_whole_name_raises_its_best_candidate(facts: ChunkF
     scores = {0: 0.2, 7: 0.1}
     S.boost_path_words(scores, analyze_query("how the multiplexer muxes"), facts, r, top=1.0)
     assert scores == {0: 0.2, 7: 0.1}
+
+
+@given(st.dictionaries(st.integers(0, 60), st.sampled_from([0.0, -0.0, 0.25, 0.5, 1.0, 1e-300, 3.0]), max_size=40))
+def test_ordered_is_best_first_with_equal_scores_in_chunk_order(scores: dict[int, float]) -> None:
+    assert S.ordered(scores) == sorted(scores.items(), key=lambda item: (-item[1], item[0]))
 
 
 def test_coherence_raises_each_files_best_chunk_by_its_files_share(facts: ChunkFacts) -> None:
