@@ -389,42 +389,6 @@ def test_the_query_is_embedded_while_the_stat_pass_runs(repo: Path, tmp_path: Pa
     assert seen and seen[0].startswith("codesearch-query")
 
 
-def test_the_transformers_query_vector_is_made_while_the_keywords_are_scored(repo: Path, tmp_path: Path,
-                                                                         hashing_embedder: HashingEmbedder,
-                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    # No stat pass: the transformer's query embedding (~1 ms for MiniLM) runs on the query worker while BM25 scores
-    # on the calling thread; each waits here for the other to have started, so done one after the other it fails.
-    import threading
-
-    from codesearch.keyword import BM25
-
-    cs = _cs(repo, tmp_path, hashing_embedder)
-    cs.index()
-    cs.search("warm up", k=2, refresh=False)
-    embedding, scoring = threading.Event(), threading.Event()
-    threads: list[str] = []
-    embed_query, score = hashing_embedder.embed_query, BM25.score
-
-    def slow_embed(text: str):  # type: ignore[no-untyped-def]
-        threads.append(threading.current_thread().name)
-        embedding.set()
-        assert scoring.wait(10), "the keywords were not scored while the query was embedded"
-        return embed_query(text)
-
-    def slow_score(self, query):  # type: ignore[no-untyped-def]
-        scoring.set()
-        assert embedding.wait(10), "the query was not embedded while the keywords were scored"
-        return score(self, query)
-
-    before = [(h.location, h.score) for h in cs.search("get_netrc_auth from netrc", k=3, refresh=False)]
-    hashing_embedder.embed_query = slow_embed  # type: ignore[method-assign]
-    monkeypatch.setattr(BM25, "score", slow_score)
-    hits = cs.search("get_netrc_auth from netrc", k=3, refresh=False)
-    assert [(h.location, h.score) for h in hits] == before and hits[0].path == "src/pkg/utils.py"
-    assert cs.last_search is not None and cs.last_search.tier == "full"
-    assert threads and threads[0].startswith("codesearch-query")
-
-
 # -- empty answers say why ------------------------------------------------------------------------------
 
 

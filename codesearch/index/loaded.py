@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable, Mapping
-from concurrent.futures import Future
 from functools import lru_cache
 from typing import Any
 
@@ -29,16 +28,6 @@ from codesearch.types import FULL, STATIC, Hit, Mode, Tier
 
 LIST_OF: dict[Tier, str] = {FULL: "dense", STATIC: "static"}
 """The ranking's name for each embedding tier's list."""
-
-QueryVector = np.ndarray | Future[np.ndarray] | None
-"""A query's vector, or the vector still being made on another thread (waited for once the keywords are scored)."""
-
-
-def vector_of(query_vector: QueryVector) -> np.ndarray | None:
-    """The query's vector, waited for if still being made; ``None`` for none or one of zeros (a static model that
-    knows none of the query's tokens: nothing to rank by)."""
-    vector = query_vector.result() if isinstance(query_vector, Future) else query_vector
-    return vector if vector is not None and vector.any() else None
 
 
 @lru_cache(maxsize=1)
@@ -225,7 +214,7 @@ class LoadedIndex:
         order = np.argsort(-scores, kind="stable")[:k]
         return [(int(i), float(scores[i])) for i in order if np.isfinite(scores[i])]
 
-    def rank(self, query: str, mode: Mode, tier: Tier | None, query_vector: QueryVector, ranking: Ranking,
+    def rank(self, query: str, mode: Mode, tier: Tier | None, query_vector: np.ndarray | None, ranking: Ranking,
              k: int, mask: np.ndarray | None, static_vector: np.ndarray | None = None) -> list[tuple[int, float]]:
         """The ``k`` best chunks for ``query`` within ``mask``, through the ranking pipeline.
 
@@ -238,8 +227,7 @@ class LoadedIndex:
             mode: ``bm25``, ``dense`` or ``hybrid``.
             tier: the embedding tier that answers (``full`` or ``static``), or
                 ``None`` for keywords alone.
-            query_vector: the query embedded by that tier's model, or its
-                future (the keywords are scored while it is made).
+            query_vector: the query embedded by that tier's model.
             static_vector: with the full tier, the query embedded by the
                 static model, for the static list as a third list
                 (``ranking.static_share``).
@@ -258,18 +246,15 @@ class LoadedIndex:
         return rank_exactly(query, mode, tier, query_vector, self.bm25, self.vectors, self.read, self.facts, ranking, k,
                             mask, static_vector)
 
-    def _rank_through_graph(self, search: VectorSearch, query: str, mode: Mode, tier: Tier, query_vector: QueryVector,
+    def _rank_through_graph(self, search: VectorSearch, query: str, mode: Mode, tier: Tier, query_vector: np.ndarray,
                             ranking: Ranking, k: int, mask: np.ndarray | None) -> list[tuple[int, float]]:
         """:meth:`rank` with the embedding list's candidates from its graph (an index of many chunks): keywords as
         ever, the graph's best rows rescored exactly, and the whole index's range of them."""
         self.check()
         with one_blas_thread():
             keywords = {"bm25": self.bm25.score(query)} if mode != "dense" else {}
-            vector = vector_of(query_vector)
-            if vector is None:  # nothing to rank by but the keywords: as the exact path ranks them
-                return rank_scores(query, keywords, self.facts, ranking, k, mask)
             found = candidates_from_scores(keywords, self.facts, ranking, k, mask)
-            dense = search.top(vector, max(k, ranking.depth), mask)
+            dense = search.top(query_vector, max(k, ranking.depth), mask)
             name = LIST_OF[tier]
             found.ranked[name] = dense.ids.tolist()
             found.scores[name] = np.asarray(dense.scores, dtype=np.float64)
@@ -278,23 +263,21 @@ class LoadedIndex:
             return rank(query, found, self.facts.scoped(mask), ranking, k, self.vectors[tier])
 
 
-def rank_exactly(query: str, mode: Mode, tier: Tier | None, query_vector: QueryVector, bm25: BM25,
+def rank_exactly(query: str, mode: Mode, tier: Tier | None, query_vector: np.ndarray | None, bm25: BM25,
                  vectors: Mapping[Tier, np.ndarray], read: np.ndarray | None, facts: ChunkFacts, ranking: Ranking,
                  k: int, mask: np.ndarray | None, static_vector: np.ndarray | None = None) -> list[tuple[int, float]]:
     """Every chunk scored by each list the call asks for (BM25 unless ``mode`` is dense; ``tier``'s vectors by the
     query's, ``read`` the rows the transformer read or ``None`` for all; with ``static_vector`` the static vectors as a
-    third list), then the ranking pipeline: a single index's exact path and a corpus repository's view alike. A
-    query vector still being made is waited for after the keywords are scored."""
+    third list), then the ranking pipeline: a single index's exact path and a corpus repository's view alike."""
     lists: dict[str, np.ndarray] = {}
     covered: dict[str, np.ndarray] = {}
     scored = None
     with one_blas_thread():
         if mode != "dense":
             lists["bm25"] = bm25.score(query)
-        vector = vector_of(query_vector)
-        if tier is not None and vector is not None:
+        if tier is not None and query_vector is not None:
             scored = vectors[tier]
-            lists[LIST_OF[tier]] = scored @ vector
+            lists[LIST_OF[tier]] = scored @ query_vector
             if tier == FULL and read is not None:
                 covered[LIST_OF[tier]] = read
             if tier == FULL and static_vector is not None:

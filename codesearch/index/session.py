@@ -23,7 +23,7 @@ from codesearch.exceptions import IndexCorruptError, IndexFormatError, IndexNotF
 from codesearch.files import Changes
 from codesearch.index.builder import IndexBuilder
 from codesearch.index.freshness import Freshness
-from codesearch.index.loaded import LoadedIndex, QueryVector
+from codesearch.index.loaded import LoadedIndex
 from codesearch.index.manifest import IndexManifest
 from codesearch.index.notes import why_empty
 from codesearch.index.store import IndexStore
@@ -193,11 +193,10 @@ class IndexSession:
                refresh: bool | None) -> tuple[LoadedIndex, list[tuple[int, float]], SearchInfo]:
         """Rank the chunks for ``query``: ``(the index answered from, (chunk, score) best first, how)``.
 
-        The transformer's query vector is made on a worker thread while the
-        changed files are found and refreshed (a refresh that changed the
+        With a stat pass, the query's vector is made on a worker thread while
+        the changed files are found and refreshed (a refresh that changed the
         tier, another process having committed the transformer's, embeds it
-        again) and the keywords are scored; the static model's, which takes
-        less than a thread's hop, is made there only beside a stat pass.
+        again); without one, here.
         """
         started = time.perf_counter()
         loaded, built = self.current()
@@ -213,11 +212,11 @@ class IndexSession:
         stat_pass = self._stat_pass_wanted(loaded, built, refresh)
         mask = loaded.scope_mask(where)
         tier: Tier | None = None
-        query_vector: QueryVector = None
+        query_vector: np.ndarray | None = None
         pending: Future[np.ndarray] | None = None
         if mode != "bm25":
             tier, embedder = self.tiers.answering(loaded, mask)
-            if stat_pass or tier == FULL:
+            if stat_pass:  # made while the changed files are found; without a stat pass a thread's hop is all it adds
                 pending = self.tiers.embed_query_soon(embedder, query)
         refreshed = 0
         if stat_pass:
@@ -226,9 +225,11 @@ class IndexSession:
                 mask = loaded.scope_mask(where)
         if mode != "bm25":
             now, now_embedder = self.tiers.answering(loaded, mask) if refreshed else (tier, embedder)
-            query_vector = pending if pending is not None and now_embedder is embedder else \
+            query_vector = pending.result() if pending is not None and now_embedder is embedder else \
                 now_embedder.embed_query(query)
             tier = now
+            if not np.any(query_vector):
+                query_vector = None  # a static model that knows none of the query's tokens: nothing to rank by
         static_vector = None
         if tier == FULL and ranking.static_share > 0 and STATIC in loaded.vectors and self.tiers.has_static:
             self.tiers.check(loaded.manifest.of(STATIC), STATIC, self.tiers.static_embedder)
