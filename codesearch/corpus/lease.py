@@ -28,6 +28,7 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Callable, Collection
 from contextlib import suppress
 from email.utils import parsedate_to_datetime
 from typing import Any
@@ -80,6 +81,27 @@ def _code(exc: Exception) -> str:
 def _refused(exc: Exception) -> bool:
     """Whether ``exc`` is S3 refusing a conditional write (412, or 409 for two at once)."""
     return _code(exc) in _REFUSED
+
+
+_GONE = {"NoSuchKey", "404"}
+
+
+def _ask(uri: str, request: Callable[[], Any], answers: Collection[str] = ()) -> Any:
+    """``request``'s response, or ``None`` when S3 answered with an error whose code is one of ``answers``.
+
+    Raises:
+        CorpusStoreError: any other error, or none from the store (:func:`store_unavailable`).
+    """
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        return request()
+    except ClientError as exc:
+        if _code(exc) in answers:
+            return None
+        raise store_unavailable(uri, exc) from None
+    except BotoCoreError as exc:
+        raise store_unavailable(uri, exc) from None
 
 
 def store_unavailable(uri: str, exc: Exception) -> CorpusStoreError:
@@ -170,21 +192,15 @@ class Lease:
             IndexLockedError: another writer holds it past ``timeout``.
             CorpusStoreError: the store does not answer, or does not support conditional writes.
         """
-        from botocore.exceptions import BotoCoreError, ClientError
-
         self._s3 = self._s3 or client(self.storage_options)
         check_conditional_writes(self.uri, self.storage_options, self._s3)
         deadline = time.monotonic() + timeout
         while True:
-            try:
-                made = self._s3.put_object(Bucket=self.bucket, Key=self.key, Body=self._body(), IfNoneMatch="*")
+            made = _ask(self.uri, lambda: self._s3.put_object(Bucket=self.bucket, Key=self.key, Body=self._body(),
+                                                                 IfNoneMatch="*"), _REFUSED)
+            if made is not None:
                 self._held(made["ETag"])
                 return
-            except ClientError as exc:
-                if not _refused(exc):
-                    raise store_unavailable(self.uri, exc) from None
-            except BotoCoreError as exc:
-                raise store_unavailable(self.uri, exc) from None
             holder = self._take_over_if_ended()
             if holder is None:
                 return
@@ -195,17 +211,12 @@ class Lease:
 
     def _take_over_if_ended(self) -> str | None:
         """Take the lease over when its term has passed; ``None`` when taken, else who holds it."""
-        from botocore.exceptions import BotoCoreError, ClientError
-
+        found = _ask(self.uri, lambda: self._s3.get_object(Bucket=self.bucket, Key=self.key), _GONE)
+        if found is None:
+            return "a writer that just finished"  # released between the two calls: the next try creates it
+        raw = _ask(self.uri, found["Body"].read)
         try:
-            found = self._s3.get_object(Bucket=self.bucket, Key=self.key)
-            body = json.loads(found["Body"].read() or b"{}")
-        except ClientError as exc:
-            if _code(exc) in ("NoSuchKey", "404"):
-                return "a writer that just finished"  # released between the two calls: the next try creates it
-            raise store_unavailable(self.uri, exc) from None
-        except BotoCoreError as exc:
-            raise store_unavailable(self.uri, exc) from None
+            body = json.loads(raw or b"{}")
         except ValueError:
             body = {}
         headers = found["ResponseMetadata"].get("HTTPHeaders", {})
@@ -213,14 +224,10 @@ class Lease:
         term = float(body.get("term_s", LEASE_S))
         if now is None or (now - found["LastModified"]).total_seconds() <= term + 1.0:  # a second of rounding
             return str(body.get("holder", "another writer"))
-        try:
-            made = self._s3.put_object(Bucket=self.bucket, Key=self.key, Body=self._body(), IfMatch=found["ETag"])
-        except ClientError as exc:
-            if _refused(exc) or _code(exc) in ("NoSuchKey", "404"):
-                return "another writer that took the lease over"
-            raise store_unavailable(self.uri, exc) from None
-        except BotoCoreError as exc:
-            raise store_unavailable(self.uri, exc) from None
+        made = _ask(self.uri, lambda: self._s3.put_object(Bucket=self.bucket, Key=self.key, Body=self._body(),
+                                                             IfMatch=found["ETag"]), _REFUSED | _GONE)
+        if made is None:
+            return "another writer that took the lease over"
         self._held(made["ETag"])
         return None
 
@@ -246,7 +253,7 @@ class Lease:
             try:
                 made = self._s3.put_object(Bucket=self.bucket, Key=self.key, Body=self._body(), IfMatch=self._etag)
             except ClientError as exc:
-                if _refused(exc) or _code(exc) in ("NoSuchKey", "404"):
+                if _refused(exc) or _code(exc) in _GONE:
                     self._lost = "another writer took it over"
                     return False
                 return True
