@@ -1,5 +1,5 @@
 """What every benchmark script shares, on the standard library alone: timers, percentiles, memory, folder sizes,
-tables and JSON.
+tables, JSON and the DEV repositories' command-line options.
 
 One definition each, so that two scripts' figures mean the same thing: a
 percentile is linearly interpolated between the two nearest ranks (numpy's
@@ -12,12 +12,14 @@ the rest as ``benchmarks._harness``.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import os
 import resource
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -27,6 +29,17 @@ T = TypeVar("T")
 MiB = 1024 * 1024
 ROOT = Path(__file__).resolve().parent.parent
 """The repository's root: where ``python -m benchmarks.NAME`` runs a script from."""
+TREES = Path(tempfile.gettempdir()) / "codesearch-peer-trees"
+"""Where the DEV repositories' pinned trees are exported unless ``--trees`` says."""
+
+
+def dev_arguments(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
+    """Add ``--semble-benchmarks``, ``--mirrors`` and ``--trees``: where the DEV repositories' annotations, git mirrors
+    and exported trees are (``peer_data.load_repos`` and ``export_trees`` read them)."""
+    parser.add_argument("--semble-benchmarks", type=Path, required=required,
+                        help="semble's benchmarks/ folder (the DEV repositories and their annotations)")
+    parser.add_argument("--mirrors", type=Path, required=required, help="folder of git mirrors (owner+name/repo)")
+    parser.add_argument("--trees", type=Path, default=TREES, help="where the pinned trees are exported (default: %(default)s)")
 
 
 def script_command(name: str) -> list[str]:

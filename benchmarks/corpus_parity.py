@@ -40,12 +40,11 @@ import argparse
 import hashlib
 import json
 import sys
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks._harness import read_json, write_json
+from benchmarks._harness import dev_arguments, read_json, write_json
 from benchmarks.peer_data import export_trees, load_repos
 
 K = 10
@@ -149,9 +148,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     d = commands.add_parser("dump", help="build (once) and rank, write the rankings and store digests")
-    d.add_argument("--semble-benchmarks", type=Path, required=True, help="semble's benchmarks/ folder (DEV)")
-    d.add_argument("--mirrors", type=Path, required=True, help="folder of git mirrors (owner+name/repo)")
-    d.add_argument("--trees", type=Path, default=Path(tempfile.gettempdir()) / "codesearch-peer-trees")
+    dev_arguments(d)
     d.add_argument("--work", type=Path, required=True, help="where the corpus and the single indexes are kept")
     d.add_argument("--build-store", help="also build a corpus of this name under --work with this code")
     d.add_argument("--store", help="the corpus to build (once) and rank: a folder or an s3:// URI (the AWS_* "

@@ -68,7 +68,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks._harness import folder_mb, percentiles, timed
+from benchmarks._harness import dev_arguments, folder_mb, percentiles, timed
 from benchmarks.peer_data import K, Repo, export_trees, load_repos, macro, ndcg_at_10
 from codesearch import CodeSearch
 from codesearch.corpus import Corpus
@@ -469,9 +469,7 @@ def add_keywords(corpus: Corpus, writer: Any, repos: list[str]) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--semble-benchmarks", type=Path, required=True)
-    parser.add_argument("--mirrors", type=Path, required=True)
-    parser.add_argument("--trees", type=Path, default=Path(tempfile.gettempdir()) / "codesearch-peer-trees")
+    dev_arguments(parser)
     parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "codesearch-corpus-scale")
     parser.add_argument("--single-indexes", type=Path,
                         help="indexes of an earlier peer run (NAME-int8, NAME-static) to copy instead of embedding again")

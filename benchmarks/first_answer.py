@@ -40,7 +40,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks._harness import table
+from benchmarks._harness import dev_arguments, table
 from benchmarks.peer_benchmark import distill_semble_model, load_models, run_semble, score_semble
 from benchmarks.peer_data import DEV_REPOSITORIES, Repo, export_trees, indexed_locations, load_repos, macro, query_ndcgs
 from codesearch import CodeSearch
@@ -121,9 +121,7 @@ def throughput(repos: Sequence[Repo], limit: int = 400) -> dict[str, dict[str, f
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--semble-benchmarks", type=Path, required=True)
-    parser.add_argument("--mirrors", type=Path, required=True)
-    parser.add_argument("--trees", type=Path, default=Path(tempfile.gettempdir()) / "codesearch-peer-trees")
+    dev_arguments(parser)
     parser.add_argument("--semble-python", required=True)
     parser.add_argument("--semble-model", type=Path, default=Path(tempfile.gettempdir()) / "semble-static-minilm")
     parser.add_argument("--repos", default=",".join(DEV_REPOSITORIES))

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks._harness import table
+from benchmarks._harness import dev_arguments, table
 from benchmarks.peer_data import DEV_REPOSITORIES, export_trees, load_repos
 
 _TIMER = """
@@ -61,10 +61,8 @@ def timed_index(root: Path, src: Path | None, export: str = "int8") -> dict[str,
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--semble-benchmarks", type=Path, required=True)
-    parser.add_argument("--mirrors", type=Path, required=True)
+    dev_arguments(parser)
     parser.add_argument("--baseline-src", type=Path, required=True)
-    parser.add_argument("--trees", type=Path, default=Path(tempfile.gettempdir()) / "codesearch-peer-trees")
     parser.add_argument("--repos", default=",".join(DEV_REPOSITORIES))
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--baseline-fp32", action="store_true", help="also time the baseline's fp32 (its default)")

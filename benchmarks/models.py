@@ -48,11 +48,12 @@ from benchmarks.peer_data import (
 from codesearch.ranking import DEFAULT
 
 
-def _label(model: str) -> str:
+def model_label(model: str) -> str:
+    """A ``--models`` entry as tables and index folders name it (the last part of each path)."""
     return "@".join(Path(part).name if "/" in part else part for part in model.split("@"))
 
 
-def _options(model: str) -> dict[str, Any]:
+def model_options(model: str) -> dict[str, Any]:
     """``CodeSearch`` options of a ``--models`` entry: ``MODEL``, ``MODEL@STATIC_FOLDER`` (a static tier saved in a
     folder, e.g. one fitted by ``codesearch.training.static_fit``) or ``MODEL@distilled`` (the model2vec
     distillation instead of the static tier the model ships)."""
@@ -71,8 +72,8 @@ def _options(model: str) -> dict[str, Any]:
 def run_model(model: str, repos: Sequence[pb.Repo], index_root: Path, *, static: bool,
               full: bool = True) -> dict[str, Any]:
     """Index every repository with ``model`` (full tier, then static tier alone) and score the default ranking."""
-    options = _options(model)
-    tag = _label(model)
+    options = model_options(model)
+    tag = model_label(model)
     scored: dict[str, Any] = {}
     stat: dict[str, Any] = {}
     for repo in repos:
@@ -140,8 +141,8 @@ def main(argv: Sequence[str] | None = None, *, searcher_options: Mapping[str, An
     for model in models:
         results[model] = run_model(model, repos, args.index_dir, static=not args.no_static, full=not args.static_only)
         if args.questions and not args.static_only:
-            found = pb.run_questions(args.corpora, args.requests, args.index_dir / _label(model), "int8",
-                                     {**(searcher_options or {}), **_options(model)})
+            found = pb.run_questions(args.corpora, args.requests, args.index_dir / model_label(model), "int8",
+                                     {**(searcher_options or {}), **model_options(model)})
             results[model].update(found)
     report(results, models, questions=args.questions and not args.static_only)
     if args.json_out:
@@ -168,7 +169,7 @@ def report(results: dict[str, dict[str, Any]], models: Sequence[str], *, questio
         rows = []
         for model in models:
             r = results[model]
-            row = [_label(model), *_tier_cells(r, tier, base)]
+            row = [model_label(model), *_tier_cells(r, tier, base)]
             if tier == "full" and "static" in r and "full" in r:
                 row.append(f"{r['full']['folds']['A'] - r['static']['folds']['A']:+.3f} / "
                            f"{r['full']['folds']['B'] - r['static']['folds']['B']:+.3f}")
@@ -189,7 +190,7 @@ def report(results: dict[str, dict[str, Any]], models: Sequence[str], *, questio
         print(pb.table(headers, rows))
         if all(tier in results[m] for m in models):
             found = _protocol(results, tier)
-            picks = ", ".join(f"on {c['chosen_on']}: {_label(c['variant'])} -> {c['held_back_figure']:.4f} on "
+            picks = ", ".join(f"on {c['chosen_on']}: {model_label(c['variant'])} -> {c['held_back_figure']:.4f} on "
                               f"{c['reported_on']}" for c in found["choices"])
             print(f"\nprotocol, {tier} tier: {picks}; held-back mean {found['held_back_mean']:.4f} against the "
                   f"baseline's {found['baseline_held_back']:.4f}: {found['verdict']}")

@@ -94,7 +94,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks._harness import table
+from benchmarks._harness import dev_arguments, table
 from benchmarks.peer_data import (
     DEV_FOLDS,
     DEV_REPOSITORIES,
@@ -383,9 +383,7 @@ def main(argv: Sequence[str] | None = None, *, semble_runner: SembleRunner | Non
     """Run the benchmark; ``semble_runner`` and ``searcher_options`` (passed to every ``CodeSearch``) stand in
     for semble's environment and the real models in the smoke test."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--semble-benchmarks", type=Path, required=True, help="semble's benchmarks/ folder")
-    parser.add_argument("--mirrors", type=Path, required=True, help="folder of git mirrors (owner+name/repo)")
-    parser.add_argument("--trees", type=Path, default=Path(tempfile.gettempdir()) / "codesearch-peer-trees")
+    dev_arguments(parser)
     parser.add_argument("--semble-python", help="python of a virtual environment with semble 0.7")
     parser.add_argument("--semble-model", type=Path, default=Path(tempfile.gettempdir()) / "semble-static-minilm")
     parser.add_argument("--repos", default=",".join(DEV_REPOSITORIES), help="comma-separated DEV repositories")
@@ -428,7 +426,7 @@ def main(argv: Sequence[str] | None = None, *, semble_runner: SembleRunner | Non
     static: dict[str, dict[str, Any]] = {}
     from benchmarks import models as other_models
 
-    extra = {other_models._label(m): {**options, **other_models._options(m)} for m in args.models}
+    extra = {other_models.model_label(m): {**options, **other_models.model_options(m)} for m in args.models}
     extra_full: dict[str, dict[str, Any]] = {label: {} for label in extra}
     extra_static: dict[str, dict[str, Any]] = {label: {} for label in extra}
     for repo in repos:

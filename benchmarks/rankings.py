@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks._harness import dev_arguments
 from benchmarks.peer_data import export_trees, load_repos
 from codesearch import CodeSearch
 from codesearch.index.columns import stored_records
@@ -137,9 +138,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     d = commands.add_parser("dump", help="index every corpus and write its rankings")
-    d.add_argument("--semble-benchmarks", type=Path, help="semble's benchmarks/ folder (the DEV repositories)")
-    d.add_argument("--mirrors", type=Path, help="folder of git mirrors (owner+name/repo)")
-    d.add_argument("--trees", type=Path, default=Path(tempfile.gettempdir()) / "codesearch-peer-trees")
+    dev_arguments(d, required=False)
     d.add_argument("--corpora", type=Path, help="the extracted sdists of benchmarks/data/fetch_corpora.py")
     d.add_argument("--requests", type=Path, help="psf/requests v2.32.3")
     d.add_argument("--index-dir", type=Path, default=Path(tempfile.gettempdir()) / "codesearch-rankings")

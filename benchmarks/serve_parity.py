@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from benchmarks._harness import dev_arguments
 from benchmarks.peer_data import DEV_REPOSITORIES, export_trees, load_repos
 from benchmarks.serve_load import Client, start_server, stop_server
 from codesearch import CodeSearch
@@ -59,9 +60,7 @@ def cli_json(*args: str) -> Any:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--semble-benchmarks", type=Path, required=True)
-    parser.add_argument("--mirrors", type=Path, required=True)
-    parser.add_argument("--trees", type=Path, default=Path(tempfile.gettempdir()) / "codesearch-peer-trees")
+    dev_arguments(parser)
     parser.add_argument("--repos", default=",".join(DEV_REPOSITORIES))
     parser.add_argument("--per-repo", type=int, default=5, help="queries per repository (0: all)")
     parser.add_argument("--index-dir", type=Path, default=Path(tempfile.gettempdir()) / "codesearch-serve-parity")

@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import quality as q
-from benchmarks._harness import table
+from benchmarks._harness import dev_arguments, table
 from benchmarks.peer_data import (
     DEV_FOLDS,
     DEV_REPOSITORIES,
@@ -181,9 +181,7 @@ def open_stored(root: Path, index_dir: Path, options: Mapping[str, Any]) -> Code
 def main(argv: Sequence[str] | None = None, *, searcher_options: Mapping[str, Any] | None = None) -> int:
     """Run the protocol; ``searcher_options`` go to every ``CodeSearch`` (the smoke test's stand-in model)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--semble-benchmarks", type=Path, required=True, help="semble's benchmarks/ folder")
-    parser.add_argument("--mirrors", type=Path, required=True, help="folder of git mirrors (owner+name/repo)")
-    parser.add_argument("--trees", type=Path, default=Path(tempfile.gettempdir()) / "codesearch-peer-trees")
+    dev_arguments(parser)
     parser.add_argument("--index-dir", type=Path, default=Path(tempfile.gettempdir()) / "codesearch-peer-indexes",
                         help="the peer benchmark's --index-dir (folders <repo>-int8, q-<corpus>, q-requests)")
     parser.add_argument("--repos", default=",".join(DEV_REPOSITORIES), help="comma-separated DEV repositories")
