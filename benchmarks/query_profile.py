@@ -10,8 +10,8 @@ then each query is timed ``--runs`` times warm without the stat pass (``refresh=
 p50 and p95 that compare with other systems), then again with every stage wrapped in a timer. A stage's time is
 its own (exclusive: what it calls that has a row of its own is not counted twice), summed per search; a row gives
 the median and mean of those sums over all searches and their share of the median profiled search. ``search
-(rest)`` is what no stage accounts for (the facade and argument checks); the query embedding runs on a worker
-thread while the index is opened, so ``answer (rest)`` holds the wait for it and the embedding row the work.
+(rest)`` is what no stage accounts for (the facade and argument checks). Without the stat pass the query is embedded
+on the calling thread (with one, on a worker while the changed files are found): the embedding row is its time.
 The wrappers cost about a microsecond a call: compare the profiled total with the plain p50.
 
 JSON keys: ``repo``, ``tier``, ``mode``, ``k``, ``runs``, ``chunks``, ``plain`` (p50, p95 and n of the plain
@@ -75,7 +75,7 @@ STAGES: tuple[tuple[Any, str, str], ...] = (
     (stages, "ordered", "ordered"),
     (LoadedIndex, "hit", "hit building"),
 )
-EMBEDDING = "query embedding (worker)"
+EMBEDDING = "query embedding"
 
 
 class Profiler:
