@@ -16,7 +16,7 @@ class Strings(Sequence[str]):
     def __init__(self, blob: np.ndarray, offsets: np.ndarray) -> None:
         self.blob = blob
         self.offsets = offsets
-        self._views: tuple[memoryview, memoryview] | None = None  # (blob, offsets), made at the first find
+        self._views: tuple[memoryview, memoryview] | None = None  # (blob, offsets) as memory views, made at first use
         self._order: tuple[np.ndarray, memoryview] | None = None  # the last order given to find, and its view
 
     @classmethod
