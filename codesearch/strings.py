@@ -26,6 +26,10 @@ class Strings(Sequence[str]):
         np.cumsum([len(e) for e in encoded], out=offsets[1:])
         return cls(np.frombuffer(b"".join(encoded), dtype=np.uint8), offsets)
 
+    def __reduce__(self) -> tuple[type[Strings], tuple[np.ndarray, np.ndarray]]:
+        # The arrays alone: the memory views made for lookups are not picklable, and are made again at first use.
+        return Strings, (self.blob, self.offsets)
+
     def __len__(self) -> int:
         return len(self.offsets) - 1
 

@@ -286,6 +286,18 @@ def test_a_stored_vocabulary_finds_every_term_by_binary_search(terms: list[str],
     assert all(stored.get(o) is None for o in others if o not in built)
 
 
+def test_a_stored_vocabulary_pickles_and_copies_after_lookups() -> None:
+    # Lookups keep memory views of the stored arrays (not picklable); a pickled or copied vocabulary leaves them.
+    import copy
+    import pickle
+
+    built = Vocabulary({t: n for n, t in enumerate(["body", "raise", "redirect", "ünïcode"])})
+    stored = Vocabulary.from_arrays(*(built.to_arrays()[k] for k in ("terms", "term_offsets", "term_order")))
+    assert stored["redirect"] == 2 and stored.term(3) == "ünïcode"
+    for again in (pickle.loads(pickle.dumps(stored)), copy.deepcopy(stored), copy.copy(stored)):
+        assert again["redirect"] == 2 and again.get("nope") is None and list(again) == list(built)
+
+
 def test_a_refit_from_stored_term_counts_scores_as_a_fit_from_text() -> None:
     first = BM25().fit(SMALL)
     offsets, terms, counts = first.doc_terms()
