@@ -510,7 +510,7 @@ def test_peer_benchmark_puts_another_models_tiers_beside_the_default(tmp_path: P
 
     bench, mirrors = _smoke_benchmark(tmp_path)
     other = {"model": HashingEmbedder(salt="other"), "static": HashingEmbedder(salt="other static")}
-    monkeypatch.setattr(models, "_options", lambda model: other if model == "trained" else pytest.fail(model))
+    monkeypatch.setattr(models, "model_options", lambda model: other if model == "trained" else pytest.fail(model))
     out = tmp_path / "peer.json"
     options = {"model": HashingEmbedder(), "static": HashingEmbedder(salt="static")}
     assert peer_benchmark.main(["--semble-benchmarks", str(bench), "--mirrors", str(mirrors), "--trees",
