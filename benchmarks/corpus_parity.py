@@ -29,9 +29,11 @@ says whether the cluster and the bucket give the same corpus and rankings.
 other code, on the same ``--work``) prints every ranking whose hits differ, or
 whose scores differ by more than ``--tolerance``, and whether a store built
 after holds what the one built before does; it exits 1 on any difference.
-Scores are compared within a tolerance because a set of strings' order follows
-the process's hash seed, so a float summed over one differs in its last bit
-from run to run (7e-18 measured).
+Scores are compared within a tolerance (default 1e-9) so that dumps of older
+code still compare: before the path-words stage summed its weights in sorted
+order, a set's hash order moved a score's last bit from run to run (7e-18
+measured). Two processes with different hash seeds now dump the same scores
+(``--tolerance 0``: 0 differences in 3,680 rankings).
 """
 
 from __future__ import annotations
