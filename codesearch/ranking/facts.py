@@ -61,6 +61,18 @@ class RankingFacts(Protocol):
         """Per chunk, the product of the multipliers of its file's path classes."""
         ...
 
+    def files_of(self, chunks: list[int]) -> list[int]:
+        """Each of ``chunks``' file number."""
+        ...
+
+
+def gather(table: np.ndarray | Mapping[int, Any], keys: list[int]) -> list[Any]:
+    """``table[key]`` for each of ``keys`` as plain values: one gather from an index's array (numpy numbers made
+    Python's), one lookup each from a mapping (a query's candidates)."""
+    if isinstance(table, np.ndarray):
+        return table[keys].tolist() if keys else []
+    return [table[key] for key in keys]
+
 
 def _line_starts(lines: Sequence[str]) -> list[int]:
     """Where each of ``lines`` starts in ``"\\n".join(lines)``."""
@@ -312,6 +324,10 @@ class ChunkFacts:
         view._mask = mask
         return view
 
+    def files_of(self, chunks: list[int]) -> list[int]:
+        """Each of ``chunks``' file number, gathered at once (the stages read it for every candidate)."""
+        return gather(self.file_of, chunks)
+
     def chunk_priors(self, multipliers: Mapping[str, float]) -> np.ndarray | dict[int, float]:
         """Per chunk, the product of the multipliers of its file's path classes: an array (cached per multiplier set:
         ranking asks on every query) over an index's chunks, a dictionary over a query's."""
@@ -325,4 +341,4 @@ class ChunkFacts:
         return cached
 
 
-__all__ = ["ChunkFacts", "FileFacts", "RankingFacts", "Symbols"]
+__all__ = ["ChunkFacts", "FileFacts", "RankingFacts", "Symbols", "gather"]

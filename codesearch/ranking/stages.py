@@ -20,7 +20,7 @@ import numpy as np
 
 from codesearch.ranking.candidates import KEYWORD_LISTS
 from codesearch.ranking.config import Ranking
-from codesearch.ranking.facts import RankingFacts
+from codesearch.ranking.facts import RankingFacts, gather
 from codesearch.ranking.fusion import weighted_votes
 from codesearch.ranking.paths import DECLARATION, squash_name
 from codesearch.ranking.query import QueryProfile
@@ -136,7 +136,7 @@ def boost_path_words(scores: Scores, profile: QueryProfile, facts: RankingFacts,
     total = sum(weights.values())
     shares: dict[int, float] = {}
     chunks = list(scores) if total > 0 else []
-    for chunk, number in zip(chunks, _files_of(facts, chunks)):
+    for chunk, number in zip(chunks, facts.files_of(chunks)):
         share = shares.get(number)
         if share is None:
             share = shares[number] = sum(w for word, w in weights.items() if number in matches[word]) / total
@@ -154,7 +154,7 @@ def _boost_named_files(scores: Scores, profile: QueryProfile, facts: RankingFact
         return
     best: dict[int, int] = {}
     chunks = list(scores)
-    for chunk, number in zip(chunks, _files_of(facts, chunks)):
+    for chunk, number in zip(chunks, facts.files_of(chunks)):
         score = scores[chunk]
         if number in named and (number not in best or (score, -chunk) > (scores[best[number]], -best[number])):
             best[number] = chunk
@@ -174,7 +174,7 @@ def boost_coherence(scores: Scores, facts: RankingFacts, ranking: Ranking, top: 
     sums: dict[int, float] = {}
     best: dict[int, int] = {}
     chunks = list(scores)
-    for chunk, number in zip(chunks, _files_of(facts, chunks)):
+    for chunk, number in zip(chunks, facts.files_of(chunks)):
         score = scores[chunk]
         sums[number] = sums.get(number, 0.0) + score
         if number not in best or score > scores[best[number]] or (score == scores[best[number]] and chunk < best[number]):
@@ -198,8 +198,7 @@ def apply_priors(scores: Scores, facts: RankingFacts, ranking: Ranking, profile:
         multipliers = {name: m for name, m in multipliers.items() if name != DECLARATION}
     priors = facts.chunk_priors(multipliers)
     chunks = list(scores)
-    values = priors[chunks].tolist() if isinstance(priors, np.ndarray) else [float(priors[c]) for c in chunks]
-    for chunk, prior in zip(chunks, values):
+    for chunk, prior in zip(chunks, gather(priors, chunks)):
         scores[chunk] *= prior
 
 
@@ -259,14 +258,6 @@ def diversify(scores: Scores, facts: RankingFacts, ranking: Ranking, evidence: S
             (heapq.heappush if len(best) < k else heapq.heappushpop)(best, score)
     out = _best_first(out)
     return out if k is None else out[:k]
-
-
-def _files_of(facts: RankingFacts, chunks: list[int]) -> list[int]:
-    """Each of ``chunks``' file number, gathered at once from an index's array (one lookup each from a mapping)."""
-    file_of = facts.file_of
-    if isinstance(file_of, np.ndarray):
-        return file_of[chunks].tolist() if chunks else []
-    return [int(file_of[chunk]) for chunk in chunks]
 
 
 def _rows(vectors: np.ndarray | Mapping[int, np.ndarray], chunks: list[int]) -> np.ndarray:
